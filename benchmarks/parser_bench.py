@@ -15,6 +15,7 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from protego import Protego
@@ -67,12 +68,17 @@ def timed(func: Callable[[], object]) -> float:
     return result if isinstance(result, float) else elapsed
 
 
+def first_checks(check: Callable, parsed: list, corpus) -> None:
+    for robots, (_, urls) in zip(parsed, corpus, strict=True):
+        check(robots, urls[0])
+
+
 def warm_checks(check: Callable, parsed: list, corpus) -> float:
     """Seconds spent in the 8 checks of each file, timed per file right after
     an untimed first check: the steady state of a crawl that asks about many
     URLs of the site it is crawling."""
     total = 0.0
-    for robots, (_, urls) in zip(parsed, corpus):
+    for robots, (_, urls) in zip(parsed, corpus, strict=True):
         check(robots, urls[0])
         start = time.perf_counter()
         for url in urls:
@@ -133,10 +139,10 @@ def main() -> None:
         runs = {
             "parse/ours": lambda: [RobotsTxt.parse(b) for b, _ in corpus],
             "parse/protego": lambda: [parse_protego(b) for b, _ in corpus],
-            "first check/ours": lambda: [check_ours(r, u) for r, (_, (u, *_)) in zip(ours, corpus)],
-            "first check/protego": lambda: [check_protego(r, u) for r, (_, (u, *_)) in zip(theirs, corpus)],
-            "check/ours": lambda: warm_checks(check_ours, ours, corpus),
-            "check/protego": lambda: warm_checks(check_protego, theirs, corpus),
+            "first check/ours": partial(first_checks, check_ours, ours, corpus),
+            "first check/protego": partial(first_checks, check_protego, theirs, corpus),
+            "check/ours": partial(warm_checks, check_ours, ours, corpus),
+            "check/protego": partial(warm_checks, check_protego, theirs, corpus),
             "whole/ours": lambda: whole(RobotsTxt.parse, check_ours)(corpus),
             "whole/protego": lambda: whole(parse_protego, check_protego)(corpus),
             "whole/google": lambda: whole_google(corpus),

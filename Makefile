@@ -1,0 +1,27 @@
+# Two commands for a fresh clone: `make demo` and `make test`.
+# Each creates .venv on first use and installs what it needs from PyPI.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m scrapy_robots_coccoc.demo $(SITE)
+
+lint: $(STAMP)
+	$(BIN)/ruff check scrapy_robots_coccoc tests benchmarks example_project
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/parser_bench.py
+	$(BIN)/python benchmarks/crawl_bench.py
