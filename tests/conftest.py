@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+import pytest
+
+from .sites import LoopbackSite, serve
+
+
+@pytest.fixture
+def sites():
+    """Start LoopbackSites on their own loopback addresses: sites(n) or sites(site, ...)."""
+    started: list[LoopbackSite] = []
+
+    def start(*configured: LoopbackSite) -> list[LoopbackSite]:
+        for site in configured:
+            started.append(serve(site, f"127.0.0.{len(started) + 2}"))
+        return list(configured)
+
+    yield start
+    for site in started:
+        site.port.stopListening()

@@ -1,0 +1,59 @@
+"""Run a real Scrapy crawl with our middleware enabled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler, CrawlerRunner
+
+SETTINGS: dict[str, Any] = {
+    "ROBOTSTXT_OBEY": True,
+    "DOWNLOADER_MIDDLEWARES": {
+        "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+        "scrapy_robots_coccoc.RobotsTxtMiddleware": 100,
+    },
+    "ROBOTSTXT_USER_AGENT": "coccocbot-web",
+    "TELNETCONSOLE_ENABLED": False,
+    "LOG_LEVEL": "INFO",
+    "DOWNLOAD_TIMEOUT": 5,
+}
+
+
+class RecordingSpider(Spider):
+    """Requests ``urls`` (with ``meta``), follows links when ``follow``, and
+    records what was crawled and which requests failed, with the error."""
+
+    name = "recording"
+
+    def __init__(self, urls: list[str], follow: bool = True, meta: dict | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.urls, self.follow, self.request_meta = urls, follow, meta or {}
+        self.crawled: list[str] = []
+        self.failures: dict[str, Exception] = {}
+
+    async def start(self):
+        for url in self.urls:
+            yield Request(url, meta=dict(self.request_meta), errback=self.failed, dont_filter=True)
+
+    def parse(self, response):
+        self.crawled.append(response.url)
+        if self.follow:
+            for href in response.css("a::attr(href)").getall():
+                yield response.follow(href, errback=self.failed, meta=dict(self.request_meta))
+
+    def failed(self, failure):
+        self.failures[failure.request.url] = failure.value
+
+
+async def crawl(
+    settings: dict[str, Any] | None = None, spider: type[Spider] = RecordingSpider, **kwargs: Any
+) -> Crawler:
+    runner = CrawlerRunner({**SETTINGS, **(settings or {})})
+    crawler = runner.create_crawler(spider)
+    await crawler.crawl(**kwargs)
+    return crawler
+
+
+def stat(crawler: Crawler, key: str) -> Any:
+    return crawler.stats.get_value(key)

@@ -1,0 +1,78 @@
+"""Real Twisted web sites on loopback addresses, with a request log."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from twisted.internet.task import deferLater
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET, Site
+
+
+@dataclass
+class Page:
+    body: bytes = b""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+class LoopbackSite(Resource):
+    """Serves ``pages`` (path with query -> Page); any other path gets a small
+    HTML page linking to ``links`` of that path. Logs (time, path) of each
+    request as the server sees it."""
+
+    isLeaf = True
+
+    def __init__(self, pages: dict[str, Page] | None = None, links: dict[str, list[str]] | None = None) -> None:
+        super().__init__()
+        self.pages = pages or {}
+        self.links = links or {}
+        self.log: list[tuple[float, str]] = []
+        self.port = None
+        self.address = ""
+
+    def render_GET(self, request):
+        path = request.uri.decode()
+        self.log.append((time.monotonic(), path))
+        page = self.pages.get(path)
+        if page is None:
+            hrefs = "".join(f'<a href="{link}">{link}</a>' for link in self.links.get(path, []))
+            page = Page(f"<html><body>{path}{hrefs}</body></html>".encode())
+        request.setResponseCode(page.status)
+        for name, value in page.headers.items():
+            request.setHeader(name, value)
+        if not page.delay:
+            return page.body
+
+        def finish() -> None:
+            if not request._disconnected:
+                request.write(page.body)
+                request.finish()
+
+        from twisted.internet import reactor
+
+        deferLater(reactor, page.delay, finish).addErrback(lambda _: None)
+        return NOT_DONE_YET
+
+    def requests_for(self, path: str) -> list[float]:
+        return [t for t, p in self.log if p == path]
+
+    def paths(self) -> list[str]:
+        return [p for _, p in self.log]
+
+    def url(self, path: str = "/") -> str:
+        return f"{self.address}{path}"
+
+
+def serve(site: LoopbackSite, host: str) -> LoopbackSite:
+    from twisted.internet import reactor
+
+    site.port = reactor.listenTCP(0, Site(site), interface=host)
+    site.address = f"http://{host}:{site.port.getHost().port}"
+    return site
+
+
+def robots(text: str, **kwargs) -> Page:
+    return Page(text.encode(), headers={"Content-Type": "text/plain"}, **kwargs)

@@ -1,0 +1,146 @@
+"""RobotsTxtMiddleware in real crawls against loopback sites."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest_twisted
+from scrapy.exceptions import IgnoreRequest
+
+from .crawling import crawl, stat
+from .sites import LoopbackSite, Page, robots
+
+RULES = "User-agent: *\nDisallow: /private\n\nUser-agent: coccocbot-image\nDisallow: /img/\n"
+
+
+def site_with(rules: str = RULES, **robots_kwargs) -> LoopbackSite:
+    return LoopbackSite(
+        pages={"/robots.txt": robots(rules, **robots_kwargs)},
+        links={"/": ["/a", "/b", "/private/x", "/img/1.png"]},
+    )
+
+
+@pytest_twisted.ensureDeferred
+async def test_rules_decide_and_robotstxt_is_fetched_once(sites):
+    (site,) = sites(site_with())
+    crawler = await crawl(urls=[site.url("/")])
+    spider = crawler.spider
+    assert sorted(spider.crawled) == sorted(site.url(p) for p in ("/", "/a", "/b", "/img/1.png"))
+    assert isinstance(spider.failures[site.url("/private/x")], IgnoreRequest)
+    assert site.paths().count("/robots.txt") == 1
+    assert site.paths()[0] == "/robots.txt"
+    assert stat(crawler, "robotstxt/forbidden") == 1
+    assert stat(crawler, "robotstxt/response_status_count/200") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_thirty_requests_in_flight_share_one_fetch_and_all_get_the_rules(sites):
+    (site,) = sites(site_with(delay=0.5))
+    urls = [site.url(f"/private/{i}") for i in range(15)] + [site.url(f"/page/{i}") for i in range(15)]
+    crawler = await crawl({"CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 32}, urls=urls, follow=False)
+    assert site.paths().count("/robots.txt") == 1
+    assert len(crawler.spider.failures) == 15
+    assert all("/private/" in url for url in crawler.spider.failures)
+    assert len(crawler.spider.crawled) == 15
+    assert stat(crawler, "robotstxt/request_count") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_dont_obey_robotstxt_skips_the_fetch(sites):
+    (site,) = sites(site_with())
+    crawler = await crawl(urls=[site.url("/private/x")], follow=False, meta={"dont_obey_robotstxt": True})
+    assert crawler.spider.crawled == [site.url("/private/x")]
+    assert "/robots.txt" not in site.paths()
+
+
+@pytest_twisted.ensureDeferred
+async def test_request_meta_agent_overrides(sites):
+    (site,) = sites(site_with())
+    crawler = await crawl(urls=[site.url("/img/1.png"), site.url("/img/2.png")], follow=False)
+    assert len(crawler.spider.crawled) == 2
+    crawler = await crawl(
+        urls=[site.url("/img/1.png")], follow=False, meta={"robotstxt_user_agent": "coccocbot-image"}
+    )
+    assert crawler.spider.crawled == [] and stat(crawler, "robotstxt/forbidden") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_redirects_followed_across_hosts_up_to_five_hops(sites):
+    target, hops = sites(site_with(), LoopbackSite())
+    # robots.txt -> /r1 -> ... -> /r4 -> other host's robots.txt: 5 hops.
+    hops.pages["/robots.txt"] = Page(status=301, headers={"Location": "/r1"})
+    for i in range(1, 4):
+        hops.pages[f"/r{i}"] = Page(status=302, headers={"Location": f"/r{i + 1}"})
+    hops.pages["/r4"] = Page(status=307, headers={"Location": target.url("/robots.txt")})
+    crawler = await crawl({"REDIRECT_MAX_TIMES": 1}, urls=[hops.url("/private/x"), hops.url("/ok")], follow=False)
+    assert crawler.spider.crawled == [hops.url("/ok")]
+    assert stat(crawler, "robotstxt/redirect_count") == 5
+
+    hops.pages["/r4"] = Page(status=302, headers={"Location": "/r5"})
+    hops.pages["/r5"] = Page(status=302, headers={"Location": target.url("/robots.txt")})
+    crawler = await crawl(urls=[hops.url("/private/x")], follow=False)
+    assert crawler.spider.crawled == [hops.url("/private/x")]  # past 5 hops: unrestricted
+
+
+@pytest_twisted.ensureDeferred
+async def test_non_200_answers_mean_unrestricted(sites):
+    missing, broken = sites(site_with(), site_with())
+    missing.pages["/robots.txt"] = Page(b"nope", status=404)
+    broken.pages["/robots.txt"] = Page(b"oops", status=503)
+    urls = [missing.url("/private/x"), broken.url("/private/x")]
+    crawler = await crawl(urls=urls, follow=False)
+    assert sorted(crawler.spider.crawled) == sorted(urls)
+    assert stat(crawler, "robotstxt/response_status_count/404") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_answer_makes_the_origin_unavailable(sites, caplog):
+    caplog.set_level(logging.INFO, logger="scrapy_robots_coccoc")
+    (slow,) = sites(site_with(delay=3))
+    from twisted.internet import reactor
+    from twisted.web.server import Site
+
+    closed = reactor.listenTCP(0, Site(LoopbackSite()), interface="127.0.0.9")
+    refused = f"http://127.0.0.9:{closed.getHost().port}"
+    await closed.stopListening()
+    urls = [f"{refused}/a", f"{refused}/b", slow.url("/a"), slow.url("/b")]
+    start = time.monotonic()
+    crawler = await crawl({"DOWNLOAD_TIMEOUT": 1, "ROBOTSTXT_MAX_RETRIES": 0}, urls=urls, follow=False)
+    assert time.monotonic() - start < 2.9
+    assert crawler.spider.crawled == []
+    assert sorted(crawler.spider.failures) == sorted(urls)
+    assert all(isinstance(e, IgnoreRequest) for e in crawler.spider.failures.values())
+    assert stat(crawler, "robotstxt/unavailable/origins") == 2
+    assert stat(crawler, "robotstxt/unavailable/dropped") == 4
+    assert slow.paths() == ["/robots.txt"]
+    assert sum("did not answer" in r.getMessage() for r in caplog.records) == 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_rules_are_refetched_after_cache_seconds(sites):
+    (site,) = sites(site_with())
+    site.links = {f"/p{i}": [f"/p{i + 1}"] for i in range(6)}
+    crawler = await crawl({"ROBOTSTXT_CACHE_SECONDS": 0.3, "DOWNLOAD_DELAY": 0.2}, urls=[site.url("/p0")])
+    assert len(crawler.spider.crawled) == 7
+    assert site.paths().count("/robots.txt") >= 2
+    assert stat(crawler, "robotstxt/refresh_count") >= 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_huge_robotstxt_is_cut_at_500_kib(sites):
+    body = "User-agent: *\nDisallow: /private\n" + "# filler\n" * 1_200_000  # ~10 MB
+    (site,) = sites(site_with(body))
+    crawler = await crawl(urls=[site.url("/private/x"), site.url("/a")], follow=False)
+    assert crawler.spider.crawled == [site.url("/a")]
+    assert stat(crawler, "robotstxt/truncated") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_slow_robotstxt_does_not_block_other_sites(sites):
+    slow, *fast = sites(site_with(delay=2), *(site_with() for _ in range(3)))
+    urls = [slow.url(f"/s{i}") for i in range(8)] + [s.url(f"/f{i}") for s in fast for i in range(4)]
+    crawler = await crawl({"CONCURRENT_REQUESTS": 4}, urls=urls, follow=False)
+    assert len(crawler.spider.crawled) == len(urls)
+    slow_answered = slow.requests_for("/robots.txt")[0] + 2
+    assert all(t < slow_answered for s in fast for t, _ in s.log)
