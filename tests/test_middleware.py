@@ -144,3 +144,16 @@ async def test_slow_robotstxt_does_not_block_other_sites(sites):
     assert len(crawler.spider.crawled) == len(urls)
     slow_answered = slow.requests_for("/robots.txt")[0] + 2
     assert all(t < slow_answered for s in fast for t, _ in s.log)
+
+
+@pytest_twisted.ensureDeferred
+async def test_parser_backend_works_with_scrapys_own_middleware(sites):
+    (site,) = sites(site_with("User-agent: coccocbot\nDisallow: /private\nAllow: /private/ok\n"))
+    settings = {
+        "DOWNLOADER_MIDDLEWARES": {},
+        "ROBOTSTXT_PARSER": "scrapy_robots_coccoc.CocCocRobotParser",
+    }
+    urls = [site.url("/private/x"), site.url("/private/ok/1"), site.url("/a")]
+    crawler = await crawl(settings, urls=urls, follow=False)
+    assert sorted(crawler.spider.crawled) == sorted(urls[1:])
+    assert stat(crawler, "robotstxt/forbidden") == 1
