@@ -17,11 +17,10 @@ demo: $(STAMP)
 	$(BIN)/python -m scrapy_robots_coccoc.demo $(SITE)
 
 lint: $(STAMP)
-	$(BIN)/ruff check scrapy_robots_coccoc tests benchmarks example_project
+	$(BIN)/ruff check scrapy_robots_coccoc tests benchmarks
 
 test: lint
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/parser_bench.py
-	$(BIN)/python benchmarks/crawl_bench.py
