@@ -9,7 +9,7 @@ from datetime import time
 from functools import lru_cache
 from typing import NamedTuple
 
-from ._urlpattern import Matcher, normalize, pattern_from_bytes
+from ._urlpattern import Matcher, pattern_from_bytes
 
 
 class Rule(NamedTuple):
@@ -95,9 +95,7 @@ class RuleSet:
                 if kind > _DISALLOW:
                     self._read_extension(kind, value.decode("ascii", "replace"))
                     continue
-                pattern = value.decode("ascii") if value.isascii() else pattern_from_bytes(value)
-                if "%" in pattern or " " in pattern:
-                    pattern = normalize(pattern)
+                pattern = pattern_from_bytes(value)
                 allow = kind == _ALLOW
                 if "*" in pattern or pattern[-1] == "$":
                     literal = pattern.split("*", 1)[0].removesuffix("$")

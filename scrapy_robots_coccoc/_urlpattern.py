@@ -40,9 +40,8 @@ def pattern_from_bytes(value: bytes) -> str:
     percent-encoding when they are valid UTF-8, and a faithful escape of the
     raw byte when they are not: no input can fail to decode.
     """
-    if value.isascii():
-        return normalize(value.decode("ascii"))
-    return normalize(quote(value, safe=bytes(range(0x21, 0x7F))))
+    text = value.decode("ascii") if value.isascii() else quote(value, safe=bytes(range(0x21, 0x7F)))
+    return normalize(text) if "%" in text or " " in text else text
 
 
 def path_of(url: str) -> str:
@@ -57,10 +56,10 @@ def path_of(url: str) -> str:
 
 
 class Matcher:
-    """A compiled pattern: ``matches(path)`` answers in time linear in the
+    """A pattern with ``*`` or a final ``$``: ``matches(path)`` answers in time linear in the
     length of the path times the number of ``*`` in the pattern."""
 
-    __slots__ = ("_anchored", "_first", "_last", "_middle", "_prefix_only", "needle")
+    __slots__ = ("_anchored", "_first", "_last", "_middle", "needle")
 
     def __init__(self, pattern: str) -> None:
         self._anchored = pattern.endswith("$")
@@ -68,7 +67,6 @@ class Matcher:
             pattern = pattern[:-1]
         parts = pattern.split("*")
         self._first = parts[0]
-        self._prefix_only = len(parts) == 1 and not self._anchored
         self._last = parts[-1] if len(parts) > 1 else ""
         self._middle = tuple(part for part in parts[1:-1] if part)
         if len(parts) == 1 and self._anchored:
@@ -80,8 +78,6 @@ class Matcher:
     def matches(self, path: str) -> bool:
         if not path.startswith(self._first):
             return False
-        if self._prefix_only:
-            return True
         last = self._last
         if last is None:
             return len(path) == len(self._first)
