@@ -22,7 +22,6 @@ _USER_AGENT = re.compile(rb"user[- ]?agent[ \t]*:([^\n#]*)")
 _SITEMAP = re.compile(rb"site-?map[ \t]*:[ \t]*([^\n#]*)")
 
 
-
 def _no_group() -> None:
     return None
 

@@ -72,8 +72,16 @@ class RuleSet:
     """
 
     __slots__ = (
-        "__weakref__", "_lengths", "_plain", "_prefixes", "_sections", "_wildcards",
-        "agent", "crawl_delay", "request_rate", "visit_time",
+        "__weakref__",
+        "_lengths",
+        "_plain",
+        "_prefixes",
+        "_sections",
+        "_wildcards",
+        "agent",
+        "crawl_delay",
+        "request_rate",
+        "visit_time",
     )
 
     def __init__(self, agent: str, sections: tuple[Section, ...]) -> None:

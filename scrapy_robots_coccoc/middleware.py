@@ -16,6 +16,7 @@ from urllib.parse import urljoin
 
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured, StopDownload
+from scrapy.http import Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
@@ -25,11 +26,11 @@ from twisted.internet.defer import Deferred
 
 from ._robotstxt import MAX_BYTES, RobotsTxt
 from .crawldelay import CrawlDelays
+from .signals import robotstxt_sitemaps_found
 from .stores import OriginState
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
     from typing_extensions import Self
 
     from .stores import Store
@@ -76,7 +77,7 @@ class RobotsTxtMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    async def process_request(self, request: Request, spider: object = None) -> None:
+    async def process_request(self, request: Request, spider: object = None) -> Response | None:
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return
         origin = origin_of(request)
@@ -89,6 +90,11 @@ class RobotsTxtMiddleware:
             self._stats.inc_value("robotstxt/refresh_count")
             self._start_fetch(origin, request)
         self._decide(request, origin, state)
+        if request.meta.get("robotstxt_only"):
+            # The request only wanted the origin's robots.txt known (the
+            # sitemap mixin seeds a crawl this way): nothing to download.
+            return Response(request.url, request=request, flags=["robotstxt_only"])
+        return None
 
     def _decide(self, request: Request, origin: str, state: OriginState) -> None:
         if state.unavailable:
@@ -165,7 +171,7 @@ class RobotsTxtMiddleware:
                 continue
             if response.status != 200:
                 break
-            return await self._parsed(response, request)
+            return await self._parsed(response, origin, request)
         return self._unrestricted()
 
     def _robotstxt_request(self, url: str) -> Request:
@@ -184,11 +190,15 @@ class RobotsTxtMiddleware:
             },
         )
 
-    async def _parsed(self, response: Response, request: Request) -> OriginState:
+    async def _parsed(self, response: Response, origin: str, request: Request) -> OriginState:
         robots = RobotsTxt.parse(response.body)
         await self.crawler.signals.send_catch_log_async(
             signal=signals.robots_parsed, robotparser=robots, request=request
         )
+        if robots.sitemaps:
+            await self.crawler.signals.send_catch_log_async(
+                signal=robotstxt_sitemaps_found, origin=origin, sitemaps=robots.sitemaps, request=request
+            )
         return OriginState(robots, False, time.time() + self._cache_seconds)
 
     def _unrestricted(self) -> OriginState:

@@ -19,15 +19,18 @@ class Page:
 
 
 class LoopbackSite(Resource):
-    """Serves ``pages`` (path with query -> Page); any other path gets a small
-    HTML page linking to ``links`` of that path. Logs (time, path) of each
-    request as the server sees it."""
+    """Serves ``pages`` (path with query -> Page, or a list of Pages served in
+    turn, the last one repeating); any other path gets a small HTML page
+    linking to ``links`` of that path. Logs (time, path) of each request as
+    the server sees it."""
 
     isLeaf = True
 
-    def __init__(self, pages: dict[str, Page] | None = None, links: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self, pages: dict[str, Page | list[Page]] | None = None, links: dict[str, list[str]] | None = None
+    ) -> None:
         super().__init__()
-        self.pages = pages or {}
+        self.pages: dict[str, Page | list[Page]] = pages or {}
         self.links = links or {}
         self.log: list[tuple[float, str]] = []
         self.port = None
@@ -37,6 +40,8 @@ class LoopbackSite(Resource):
         path = request.uri.decode()
         self.log.append((time.monotonic(), path))
         page = self.pages.get(path)
+        if isinstance(page, list):
+            page = page.pop(0) if len(page) > 1 else page[0]
         if page is None:
             hrefs = "".join(f'<a href="{link}">{link}</a>' for link in self.links.get(path, []))
             page = Page(f"<html><body>{path}{hrefs}</body></html>".encode())

@@ -59,9 +59,7 @@ async def test_request_meta_agent_overrides(sites):
     (site,) = sites(site_with())
     crawler = await crawl(urls=[site.url("/img/1.png"), site.url("/img/2.png")], follow=False)
     assert len(crawler.spider.crawled) == 2
-    crawler = await crawl(
-        urls=[site.url("/img/1.png")], follow=False, meta={"robotstxt_user_agent": "coccocbot-image"}
-    )
+    crawler = await crawl(urls=[site.url("/img/1.png")], follow=False, meta={"robotstxt_user_agent": "coccocbot-image"})
     assert crawler.spider.crawled == [] and stat(crawler, "robotstxt/forbidden") == 1
 
 
@@ -115,6 +113,25 @@ async def test_no_answer_makes_the_origin_unavailable(sites, caplog):
     assert stat(crawler, "robotstxt/unavailable/dropped") == 4
     assert slow.paths() == ["/robots.txt"]
     assert sum("did not answer" in r.getMessage() for r in caplog.records) == 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_unavailable_origin_is_fetched_again_after_its_period(sites):
+    origin, clock = sites(site_with(), LoopbackSite())
+    origin.pages["/robots.txt"] = [robots(RULES, delay=2), robots(RULES)]
+    # Two slow pages are the clock: the links of the second are followed
+    # after the unavailable period has ended.
+    clock.pages["/tick"] = Page(b'<a href="/tock">tock</a>', delay=0.9)
+    links = f'<a href="{origin.url("/private/b")}">b</a><a href="{origin.url("/ok")}">ok</a>'
+    clock.pages["/tock"] = Page(links.encode(), delay=0.9)
+    settings = {"DOWNLOAD_TIMEOUT": 1, "ROBOTSTXT_MAX_RETRIES": 0, "ROBOTSTXT_UNAVAILABLE_SECONDS": 0.5}
+    crawler = await crawl(settings, urls=[origin.url("/a"), clock.url("/tick")])
+    assert isinstance(crawler.spider.failures[origin.url("/a")], IgnoreRequest)
+    assert origin.url("/ok") in crawler.spider.crawled
+    assert isinstance(crawler.spider.failures[origin.url("/private/b")], IgnoreRequest)
+    assert origin.paths().count("/robots.txt") == 2
+    assert stat(crawler, "robotstxt/unavailable/dropped") == 1
+    assert stat(crawler, "robotstxt/forbidden") == 1
 
 
 @pytest_twisted.ensureDeferred

@@ -1,0 +1,136 @@
+"""RobotsSitemapMixin in real crawls: sitemaps listed in robots.txt feed a
+SitemapSpider, each requested once, robots.txt fetched once per origin."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+import pytest_twisted
+from scrapy.spiders import SitemapSpider
+
+from scrapy_robots_coccoc import RobotsSitemapMixin
+
+from .crawling import crawl, stat
+from .sites import LoopbackSite, Page, robots
+
+LISTED = ["/products/1", "/products/2", "/products/secret/3", "/about"]
+LISTED_GZ = ["/products/4", "/blog/5"]
+
+
+def xml(body: str) -> Page:
+    return Page(f'<?xml version="1.0" encoding="UTF-8"?>{body}'.encode(), headers={"Content-Type": "application/xml"})
+
+
+def urlset(site: LoopbackSite, paths: list[str]) -> str:
+    urls = "".join(f"<url><loc>{site.url(p)}</loc></url>" for p in paths)
+    return f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
+
+
+def shop(site: LoopbackSite, other: LoopbackSite) -> LoopbackSite:
+    """Make ``site`` a shop whose robots.txt lists a sitemap index (twice)
+    and another host's sitemap; the index lists a plain and a gzipped urlset."""
+    site.pages["/robots.txt"] = robots(
+        f"Sitemap: {site.url('/sitemap_index.xml')}\n"
+        "User-agent: *\nDisallow: /products/secret\n"
+        f"Sitemap: {site.url('/sitemap_index.xml')}\n"
+        f"Sitemap: {other.url('/foreign.xml')}\n"
+    )
+    index = "".join(f"<sitemap><loc>{site.url(p)}</loc></sitemap>" for p in ("/sitemap1.xml", "/sitemap2.xml.gz"))
+    site.pages["/sitemap_index.xml"] = xml(
+        f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{index}</sitemapindex>'
+    )
+    site.pages["/sitemap1.xml"] = xml(urlset(site, LISTED))
+    gz = f'<?xml version="1.0" encoding="UTF-8"?>{urlset(site, LISTED_GZ)}'
+    site.pages["/sitemap2.xml.gz"] = Page(
+        gzip.compress(gz.encode()), headers={"Content-Type": "application/octet-stream"}
+    )
+    return site
+
+
+class ProductSpider(RobotsSitemapMixin, SitemapSpider):
+    name = "products"
+    sitemap_rules = (("/products/", "parse_product"),)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.products: list[str] = []
+
+    def parse_product(self, response):
+        self.products.append(response.url)
+
+
+def assert_shop_crawled(site: LoopbackSite, other: LoopbackSite, spider: ProductSpider) -> None:
+    assert sorted(spider.products) == [site.url(f"/products/{i}") for i in (1, 2, 4)]
+    paths = site.paths()
+    for path in ("/robots.txt", "/sitemap_index.xml", "/sitemap1.xml", "/sitemap2.xml.gz"):
+        assert paths.count(path) == 1, path
+    assert "/products/secret/3" not in paths  # listed, but robots.txt disallows it
+    assert "/about" not in paths and "/blog/5" not in paths  # no sitemap rule routes them
+    assert other.paths() == []  # another host's sitemap is out of scope by default
+
+
+@pytest_twisted.ensureDeferred
+async def test_plain_case_start_urls_plus_the_sitemaps_of_their_robotstxt(sites):
+    site, other = sites(LoopbackSite(), LoopbackSite())
+    shop(site, other)
+    crawler = await crawl(spider=ProductSpider, start_urls=[site.url("/")])
+    assert site.paths().count("/") == 1
+    assert_shop_crawled(site, other, crawler.spider)
+    assert stat(crawler, "robotstxt/sitemaps/found") == 2
+    assert stat(crawler, "robotstxt/sitemaps/scheduled") == 1
+    assert stat(crawler, "robotstxt/sitemaps/out_of_scope") == 1
+    assert stat(crawler, "robotstxt/forbidden") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_sitemap_seeded_spider_fetches_robotstxt_once_where_scrapy_fetches_it_twice(sites):
+    site, other = sites(LoopbackSite(), LoopbackSite())
+    shop(site, other)
+    crawler = await crawl(spider=ProductSpider, robots_sitemap_origins=[site.address])
+    assert site.paths()[0] == "/robots.txt"
+    assert_shop_crawled(site, other, crawler.spider)
+
+    # The same crawl the way Scrapy offers it: SitemapSpider with robots.txt
+    # in sitemap_urls, under Scrapy's own middleware.
+    site.log.clear()
+    stock = {"DOWNLOADER_MIDDLEWARES": {}}
+    await crawl(stock, spider=SitemapSpider, name="stock", sitemap_urls=[site.url("/robots.txt")])
+    assert site.paths().count("/robots.txt") == 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_robotstxt_in_sitemap_urls_is_not_fetched_twice(sites):
+    site, other = sites(LoopbackSite(), LoopbackSite())
+    shop(site, other)
+    crawler = await crawl(spider=ProductSpider, sitemap_urls=[site.url("/robots.txt")])
+    assert_shop_crawled(site, other, crawler.spider)
+
+
+@pytest_twisted.ensureDeferred
+async def test_sitemaps_per_site_are_capped_and_requested_once_across_refreshes(sites):
+    (site,) = sites(LoopbackSite())
+    listed = "".join(f"Sitemap: {site.url(f'/s{i}.xml')}\n" for i in range(50))
+    site.pages["/robots.txt"] = robots(listed)
+    for i in range(50):
+        site.pages[f"/s{i}.xml"] = xml(urlset(site, [f"/page/{i}"]))
+
+    class Capped(ProductSpider):
+        robots_sitemap_max_per_site = 3
+        sitemap_rules = (("/page/", "parse_product"),)
+
+    settings = {"ROBOTSTXT_CACHE_SECONDS": 0.1, "DOWNLOAD_DELAY": 0.1}
+    start = [site.url(f"/start/{i}") for i in range(5)]
+    crawler = await crawl(settings, spider=Capped, start_urls=start)
+    paths = site.paths()
+    assert paths.count("/robots.txt") >= 2  # refreshed while crawling
+    assert sorted(p for p in paths if p.endswith(".xml")) == [f"/s{i}.xml" for i in range(3)]
+    assert sorted(crawler.spider.products) == [site.url(f"/page/{i}") for i in range(3)]
+    assert stat(crawler, "robotstxt/sitemaps/over_limit") == 47
+
+
+def test_mixin_needs_sitemapspider():
+    from scrapy import Spider
+
+    with pytest.raises(TypeError, match="before SitemapSpider"):
+        type("Wrong", (RobotsSitemapMixin, Spider), {"name": "wrong"})
