@@ -14,13 +14,15 @@ $(STAMP): setup.cfg pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m scrapy_robots_coccoc.demo $(SITE)
+	cd example_project && ../$(BIN)/python -m robots_demo $(SITE)
 
 lint: $(STAMP)
-	$(BIN)/ruff check scrapy_robots_coccoc tests benchmarks
+	$(BIN)/ruff check scrapy_robots_coccoc tests benchmarks example_project
 
 test: lint
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/parser_bench.py
+	$(BIN)/python benchmarks/origin_memory.py
+	$(BIN)/python benchmarks/crawl_bench.py

@@ -118,7 +118,7 @@ def crawl(middleware: str, scenario: str) -> None:
 
     class Bench(Spider):
         name = "bench"
-        start_urls = [f"http://{host(index)}:{port}{path}" for path in paths for index in range(ORIGINS)]
+        start_urls = tuple(f"http://{host(index)}:{port}{path}" for path in paths for index in range(ORIGINS))
         pages = 0
         started = 0.0
         others_done = 0.0

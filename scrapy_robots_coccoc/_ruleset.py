@@ -19,6 +19,9 @@ class Rule(NamedTuple):
     pattern: str
     line: int
 
+    def __str__(self) -> str:
+        return f"{'Allow' if self.allow else 'Disallow'}: {self.pattern} (line {self.line})"
+
 
 class RequestRate(NamedTuple):
     """``Request-rate: 1/5`` of the extended standard: *requests* per *seconds*."""

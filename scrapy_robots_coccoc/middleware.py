@@ -105,11 +105,15 @@ class RobotsTxtMiddleware:
             return
         user_agent = self._user_agent_of(request)
         if not robots.allowed(request.url, user_agent):
+            decision = robots.explain(request.url, user_agent)
+            reason = f"group {decision.agent!r}, {decision.rule}"
             logger.debug(
-                "Forbidden by robots.txt: %(request)s", {"request": request}, extra={"spider": self.crawler.spider}
+                "Forbidden by robots.txt (%(reason)s): %(request)s",
+                {"reason": reason, "request": request},
+                extra={"spider": self.crawler.spider},
             )
             self._stats.inc_value("robotstxt/forbidden")
-            raise IgnoreRequest("Forbidden by robots.txt")
+            raise IgnoreRequest(f"Forbidden by robots.txt ({reason})")
         if self._delays is not None:
             self._delays.apply(request, origin, robots.crawl_delay(self._crawl_agent))
 

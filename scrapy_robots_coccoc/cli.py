@@ -1,0 +1,109 @@
+"""``python -m scrapy_robots_coccoc``: check URLs against a robots.txt the
+way the middleware would, and say which group and rule decided.
+
+Exit codes: 0 every URL allowed, 1 some URL disallowed, 2 bad arguments,
+3 robots.txt could not be read. Runs without Scrapy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import TextIO
+
+from ._robotstxt import MAX_BYTES, RobotsTxt
+
+EXIT_ALLOWED, EXIT_DISALLOWED, EXIT_USAGE, EXIT_UNREADABLE = 0, 1, 2, 3
+DEFAULT_AGENT = "coccocbot-web"
+FETCH_TIMEOUT = 10
+
+
+class Unreadable(Exception):
+    """robots.txt could not be read: the message says why."""
+
+
+def read_robots(source: str) -> tuple[bytes, str]:
+    """Return the robots.txt body from a file, ``-`` (stdin) or a URL, and a
+    note on how it was obtained."""
+    if source == "-":
+        return sys.stdin.buffer.read(MAX_BYTES), "stdin"
+    if source.startswith(("http://", "https://")):
+        return fetch(source)
+    try:
+        with open(source, "rb") as file:
+            return file.read(MAX_BYTES), source
+    except OSError as exc:
+        raise Unreadable(f"cannot read {source}: {exc.strerror or exc}") from exc
+
+
+def fetch(url: str) -> tuple[bytes, str]:
+    """GET a robots.txt as the middleware reads it: 200 gives rules, any
+    other answer gives unrestricted access, no answer is an error."""
+    request = urllib.request.Request(url, headers={"User-Agent": f"{DEFAULT_AGENT} (robots.txt checker)"})
+    try:
+        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as response:
+            return response.read(MAX_BYTES), f"{response.url} (HTTP {response.status})"
+    except urllib.error.HTTPError as exc:
+        return b"", f"{url} (HTTP {exc.code}: everything allowed)"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise Unreadable(f"cannot fetch {url}: {reason}") from exc
+
+
+def report(robots: RobotsTxt, agent: str, urls: Sequence[str], out: TextIO) -> int:
+    """Print each URL's decision, then the Crawl-delay and the sitemaps."""
+    code = EXIT_ALLOWED
+    for url in urls:
+        decision = robots.explain(url, agent)
+        if not decision.allowed:
+            code = EXIT_DISALLOWED
+        group = f"group {decision.agent!r}" if decision.agent else "no group"
+        why = decision.rule or "no rule"
+        print(f"{'allowed' if decision.allowed else 'disallowed':<10}  {url}  [{group}; {why}]", file=out)
+    delay = robots.crawl_delay(agent)
+    print(f"Crawl-delay: {'none' if delay is None else f'{delay:g} s'}", file=out)
+    print(f"Sitemaps: {len(robots.sitemaps)}", file=out)
+    for sitemap in robots.sitemaps:
+        print(f"  {sitemap}", file=out)
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scrapy-robots-coccoc",
+        description="Check URLs against a robots.txt with Coc Coc's rules.",
+        epilog="exit codes: 0 all allowed, 1 some disallowed, 2 bad arguments, 3 robots.txt unreadable",
+    )
+    parser.add_argument("robots", help="robots.txt: a file, - for stdin, or an http(s) URL")
+    parser.add_argument("urls", nargs="*", metavar="URL", help="URLs or paths (with ?query) to check")
+    parser.add_argument(
+        "-a",
+        "--agent",
+        default=DEFAULT_AGENT,
+        help=f"robot name or User-Agent header (default {DEFAULT_AGENT})",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    args = build_parser().parse_intermixed_args(argv)  # exits with 2 and a usage line on bad arguments
+    try:
+        body, source = read_robots(args.robots)
+    except Unreadable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    print(f"robots.txt: {source}, {len(body)} bytes; agent: {args.agent}", file=out)
+    return report(RobotsTxt.parse(body), args.agent, args.urls, out)
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,73 @@
+"""The command-line checker: output, and exit codes a script can use."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from scrapy_robots_coccoc.cli import main
+
+ROBOTS = """\
+User-agent: *
+Disallow: /
+
+User-agent: coccocbot
+Disallow: /cats
+Allow: /cats/wild
+Crawl-delay: 2.5
+
+Sitemap: https://shop.example/sitemap.xml
+"""
+
+
+@pytest.fixture
+def robots_file(tmp_path):
+    path = tmp_path / "robots.txt"
+    path.write_text(ROBOTS)
+    return str(path)
+
+
+def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "scrapy_robots_coccoc", *args]
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_prints_decision_group_rule_delay_and_sitemaps(robots_file, capsys):
+    code = main([robots_file, "/cats/tame", "https://shop.example/cats/wild/tiger", "/dogs"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "disallowed  /cats/tame  [group 'coccocbot'; Disallow: /cats (line 5)]" in out
+    assert "allowed     https://shop.example/cats/wild/tiger  [group 'coccocbot'; Allow: /cats/wild (line 6)]" in out
+    assert "allowed     /dogs  [group 'coccocbot'; no rule]" in out
+    assert "Crawl-delay: 2.5 s" in out
+    assert "Sitemaps: 1\n  https://shop.example/sitemap.xml" in out
+
+
+def test_all_allowed_exits_0_and_agent_option_picks_the_group(robots_file, capsys):
+    assert main([robots_file, "/dogs"]) == 0
+    assert main([robots_file, "-a", "otherbot", "/dogs"]) == 1
+    assert "[group '*'; Disallow: / (line 2)]" in capsys.readouterr().out
+
+
+def test_stdin_and_module_entry_point():
+    result = run("-", "/cats/x", "--agent", "Mozilla/5.0 (compatible; coccocbot-web/1.0)", stdin=ROBOTS)
+    assert result.returncode == 1
+    assert "robots.txt: stdin" in result.stdout and "Disallow: /cats (line 5)" in result.stdout
+
+
+def test_missing_file_and_unreachable_url_are_clear_errors(tmp_path):
+    missing = run(str(tmp_path / "nope.txt"), "/a")
+    assert missing.returncode == 3
+    assert "error: cannot read" in missing.stderr and "Traceback" not in missing.stderr
+    unreachable = run("http://127.0.0.1:9/robots.txt", "/a")
+    assert unreachable.returncode == 3
+    assert "error: cannot fetch http://127.0.0.1:9/robots.txt" in unreachable.stderr
+    assert "Traceback" not in unreachable.stderr
+
+
+def test_bad_arguments_exit_2_with_usage():
+    result = run()
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage:") and "Traceback" not in result.stderr
