@@ -5,7 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo) env DEBIAN_FRONTEND=noninteractive
+
+.PHONY: demo test lint bench redis-server
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +21,13 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check scrapy_robots_coccoc tests benchmarks example_project
 
-test: lint
+# The distributed tests start a real Redis server; Debian's, installed here when missing.
+redis-server:
+	@command -v redis-server >/dev/null || $(SUDO) apt-get install -y -qq redis-server >/dev/null 2>&1 \
+		|| { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; } \
+		|| echo "redis-server could not be installed: the Redis tests will be skipped"
+
+test: lint redis-server
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

@@ -1,8 +1,10 @@
-"""Crawl-delay as the download delay of each site's downloader slot."""
+"""Crawl-delay as the download delay of each site's downloader slot, or, with
+a shared store, as start times reserved across all workers."""
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from scrapy import signals
@@ -12,6 +14,8 @@ if TYPE_CHECKING:
     from scrapy.core.downloader import Downloader, Slot
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+
+    from .stores import Store
 
 logger = logging.getLogger(__name__)
 
@@ -25,11 +29,20 @@ class CrawlDelays:
     made one-sided (from the delay up to delay x (1 + jitter)), and after each
     response, where AutoThrottle adjusts delays, the slot is lifted back to
     the floor if it went below.
+
+    When the store paces origins itself (a store shared by several workers),
+    each request reserves its start time there instead, so that requests
+    from all workers together keep the Crawl-delay.
     """
 
-    def __init__(self, crawler: Crawler, max_delay: float) -> None:
+    #: Added to shared reservations: a busy worker may send its request some
+    #: tens of milliseconds after the time it reserved.
+    SHARED_MARGIN = 0.1
+
+    def __init__(self, crawler: Crawler, max_delay: float, store: Store) -> None:
         self._crawler = crawler
         self._max_delay = max_delay
+        self._store = store
         self._project_slots = crawler.settings.getdict("DOWNLOAD_SLOTS")
         self._project_delay = crawler.settings.getfloat("DOWNLOAD_DELAY")
         self._jitter = crawler.settings.getfloat("DOWNLOAD_DELAY_JITTER", 0.5)
@@ -46,11 +59,21 @@ class CrawlDelays:
         """Return the delay a Crawl-delay asks for, capped; 0 for none."""
         return 0.0 if crawl_delay is None else min(crawl_delay, self._max_delay)
 
-    def apply(self, request: Request, origin: str, crawl_delay: float | None) -> None:
-        """Make the slot *request* will use honour the origin's Crawl-delay."""
+    def apply(self, request: Request, origin: str, crawl_delay: float | None) -> float:
+        """Make *request* honour the origin's Crawl-delay; return how many
+        seconds it must wait before it goes to the downloader (0 when its
+        slot's delay paces it)."""
         delay = self.delay_for(crawl_delay)
         if not delay:
-            return
+            return 0.0
+        start = self._store.reserve(origin, delay + self.SHARED_MARGIN)
+        if start is not None:
+            self._announce(origin, crawl_delay, delay)
+            return max(0.0, start - time.time())
+        self._pace_slot(request, origin, crawl_delay, delay)
+        return 0.0
+
+    def _pace_slot(self, request: Request, origin: str, crawl_delay: float, delay: float) -> None:
         downloader = self._downloader
         key = downloader.get_slot_key(request)
         project = self._project_slots.get(key, {})

@@ -23,6 +23,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.python import to_unicode
 from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
 
 from ._robotstxt import MAX_BYTES, RobotsTxt
 from .crawldelay import CrawlDelays
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+PEER_POLL_SECONDS = 0.1  # how often to look for a robots.txt another worker is fetching
 
 
 class RobotsTxtMiddleware:
@@ -58,11 +60,15 @@ class RobotsTxtMiddleware:
         self._cache_seconds = settings.getfloat("ROBOTSTXT_CACHE_SECONDS", 86400)
         self._unavailable_seconds = settings.getfloat("ROBOTSTXT_UNAVAILABLE_SECONDS", 3600)
         self._max_parked = settings.getint("ROBOTSTXT_MAX_PARKED_REQUESTS", 10_000)
+        # A fetch takes at most this long: every hop may time out after its retries.
+        self._claim_seconds = (
+            settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (self._max_retries + 1) * (self._max_redirects + 1) + 5
+        )
         self._store: Store = build_from_crawler(
             load_object(settings.get("ROBOTSTXT_STORE", "scrapy_robots_coccoc.stores.MemoryStore")), crawler
         )
         self._delays = (
-            CrawlDelays(crawler, settings.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY", 10))
+            CrawlDelays(crawler, settings.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY", 10), self._store)
             if settings.getbool("ROBOTSTXT_CRAWL_DELAY_ENABLED", True)
             else None
         )
@@ -90,6 +96,11 @@ class RobotsTxtMiddleware:
             self._stats.inc_value("robotstxt/refresh_count")
             self._start_fetch(origin, request)
         self._decide(request, origin, state)
+        if self._delays is not None and state.robots is not None:
+            wait = self._delays.apply(request, origin, state.robots.crawl_delay(self._crawl_agent))
+            if wait > 0:
+                with self._parked_while_waiting(request):
+                    await sleep(wait)
         if request.meta.get("robotstxt_only"):
             # The request only wanted the origin's robots.txt known (the
             # sitemap mixin seeds a crawl this way): nothing to download.
@@ -114,8 +125,6 @@ class RobotsTxtMiddleware:
             )
             self._stats.inc_value("robotstxt/forbidden")
             raise IgnoreRequest(f"Forbidden by robots.txt ({reason})")
-        if self._delays is not None:
-            self._delays.apply(request, origin, robots.crawl_delay(self._crawl_agent))
 
     def _user_agent_of(self, request: Request) -> str:
         agent = request.meta.get("robotstxt_user_agent") or self._user_agent
@@ -143,16 +152,27 @@ class RobotsTxtMiddleware:
         deferred_from_coro(self._fetch_and_store(origin, request))
 
     async def _fetch_and_store(self, origin: str, request: Request) -> None:
-        try:
-            state = await self._fetch(origin, request)
-        except Exception:
-            logger.exception("Error while fetching robots.txt of %s", origin, extra={"spider": self.crawler.spider})
-            state = OriginState(None, False, time.time() + self._cache_seconds)
-        self._store.set(origin, state)
+        state = await self._fetch_unless_a_peer_does(origin, request)
         for waiter in self._waiters.pop(origin, ()):
             waiter.callback(state)
 
-    async def _fetch(self, origin: str, request: Request) -> OriginState:
+    async def _fetch_unless_a_peer_does(self, origin: str, request: Request) -> OriginState:
+        """Fetch and store robots.txt, or, while another worker sharing the
+        store fetches it, wait for what that worker stores."""
+        while not self._store.claim(origin, self._claim_seconds):
+            await sleep(PEER_POLL_SECONDS)
+            state = self._store.get(origin)
+            if state is not None and state.expires_at > time.time():
+                return state
+        try:
+            state, body = await self._fetch(origin, request)
+        except Exception:
+            logger.exception("Error while fetching robots.txt of %s", origin, extra={"spider": self.crawler.spider})
+            state, body = self._unrestricted()
+        self._store.set(origin, state, body)
+        return state
+
+    async def _fetch(self, origin: str, request: Request) -> tuple[OriginState, bytes]:
         """GET robots.txt, following up to ``ROBOTSTXT_MAX_REDIRECTS`` hops."""
         parsed = urlparse_cached(request)
         url = f"{parsed.scheme}://{parsed.netloc}/robots.txt"
@@ -194,7 +214,7 @@ class RobotsTxtMiddleware:
             },
         )
 
-    async def _parsed(self, response: Response, origin: str, request: Request) -> OriginState:
+    async def _parsed(self, response: Response, origin: str, request: Request) -> tuple[OriginState, bytes]:
         robots = RobotsTxt.parse(response.body)
         await self.crawler.signals.send_catch_log_async(
             signal=signals.robots_parsed, robotparser=robots, request=request
@@ -203,12 +223,12 @@ class RobotsTxtMiddleware:
             await self.crawler.signals.send_catch_log_async(
                 signal=robotstxt_sitemaps_found, origin=origin, sitemaps=robots.sitemaps, request=request
             )
-        return OriginState(robots, False, time.time() + self._cache_seconds)
+        return OriginState(robots, False, time.time() + self._cache_seconds), response.body
 
-    def _unrestricted(self) -> OriginState:
-        return OriginState(None, False, time.time() + self._cache_seconds)
+    def _unrestricted(self) -> tuple[OriginState, bytes]:
+        return OriginState(None, False, time.time() + self._cache_seconds), b""
 
-    def _unavailable(self, origin: str, exc: Exception) -> OriginState:
+    def _unavailable(self, origin: str, exc: Exception) -> tuple[OriginState, bytes]:
         self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
         self._stats.inc_value("robotstxt/unavailable/origins")
         logger.info(
@@ -218,7 +238,7 @@ class RobotsTxtMiddleware:
             self._unavailable_seconds,
             extra={"spider": self.crawler.spider},
         )
-        return OriginState(None, True, time.time() + self._unavailable_seconds)
+        return OriginState(None, True, time.time() + self._unavailable_seconds), b""
 
     @contextmanager
     def _parked_while_waiting(self, request: Request) -> Iterator[None]:
@@ -261,3 +281,10 @@ def origin_of(request: Request) -> str:
     parsed = urlparse_cached(request)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     return f"{parsed.scheme}://{parsed.hostname}:{port}"
+
+
+async def sleep(seconds: float) -> None:
+    """Wait without blocking the reactor."""
+    from twisted.internet import reactor
+
+    await maybe_deferred_to_future(deferLater(reactor, seconds))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from twisted.internet.task import deferLater
 from twisted.web.resource import Resource
@@ -63,6 +64,11 @@ class LoopbackSite(Resource):
 
     def requests_for(self, path: str) -> list[float]:
         return [t for t, p in self.log if p == path]
+
+    def gaps(self) -> list[float]:
+        """Seconds between the starts of consecutive requests, robots.txt aside."""
+        times = [t for t, path in self.log if path != "/robots.txt"]
+        return [b - a for a, b in pairwise(times)]
 
     def paths(self) -> list[str]:
         return [p for _, p in self.log]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from itertools import pairwise
 
 import pytest_twisted
 
@@ -16,11 +15,6 @@ PAGES = [f"/p{i}" for i in range(4)]
 
 def paced_site(rules: str) -> LoopbackSite:
     return LoopbackSite(pages={"/robots.txt": robots(rules)})
-
-
-def gaps(site: LoopbackSite) -> list[float]:
-    times = [t for t, path in site.log if path != "/robots.txt"]
-    return [b - a for a, b in pairwise(times)]
 
 
 @pytest_twisted.ensureDeferred
@@ -35,8 +29,8 @@ async def test_sites_are_paced_by_their_own_delay_in_parallel(sites):
     crawler = await crawl({"DOWNLOAD_DELAY_JITTER": 0}, urls=urls, follow=False)
     elapsed = time.monotonic() - start
     assert len(crawler.spider.crawled) == 6
-    assert min(gaps(one)) >= 0.95 and min(gaps(two)) >= 1.9
-    assert max(gaps(free)) < 0.5
+    assert min(one.gaps()) >= 0.95 and min(two.gaps()) >= 1.9
+    assert max(free.gaps()) < 0.5
     # Each paced site waits its delay after robots.txt and between pages:
     # 2 x 1 s and 2 x 2 s, 6 s in series; side by side it takes the longer.
     assert elapsed < 5
@@ -49,7 +43,7 @@ async def test_crawl_delay_is_capped(sites, caplog):
     (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 100\n"))
     crawler = await crawl({"ROBOTSTXT_MAX_CRAWL_DELAY": 1}, urls=[site.url(p) for p in PAGES[:3]], follow=False)
     assert len(crawler.spider.crawled) == 3
-    assert all(0.95 <= gap < 2 for gap in gaps(site))
+    assert all(0.95 <= gap < 2 for gap in site.gaps())
     assert any("capped" in r.getMessage() for r in caplog.records)
 
 
@@ -59,14 +53,14 @@ async def test_autothrottle_and_jitter_never_go_below_the_delay(sites):
     settings = {"AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_START_DELAY": 0, "DOWNLOAD_DELAY_JITTER": 0.5}
     crawler = await crawl(settings, urls=[site.url(p) for p in PAGES], follow=False)
     assert len(crawler.spider.crawled) == 4
-    assert min(gaps(site)) >= 0.95
+    assert min(site.gaps()) >= 0.95
 
 
 @pytest_twisted.ensureDeferred
 async def test_a_larger_project_delay_stands_and_the_feature_can_be_off(sites):
     (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.2\n"))
     await crawl({"DOWNLOAD_DELAY": 1, "DOWNLOAD_DELAY_JITTER": 0}, urls=[site.url(p) for p in PAGES[:3]], follow=False)
-    assert min(gaps(site)) >= 0.95
+    assert min(site.gaps()) >= 0.95
     site.log.clear()
     await crawl({"ROBOTSTXT_CRAWL_DELAY_ENABLED": False}, urls=[site.url(p) for p in PAGES], follow=False)
-    assert max(gaps(site)) < 0.2
+    assert max(site.gaps()) < 0.2
