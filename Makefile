@@ -34,3 +34,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/parser_bench.py
 	$(BIN)/python benchmarks/origin_memory.py
 	$(BIN)/python benchmarks/crawl_bench.py
+	$(BIN)/python benchmarks/redis_bench.py

@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-PEER_POLL_SECONDS = 0.1  # how often to look for a robots.txt another worker is fetching
+# How often to look for a robots.txt another worker is fetching: from the
+# first to the last interval, doubling.
+PEER_POLL_SECONDS = (0.01, 0.2)
 
 
 class RobotsTxtMiddleware:
@@ -75,6 +77,7 @@ class RobotsTxtMiddleware:
         # Origin -> Deferreds of the requests waiting for its robots.txt; an
         # origin is in here exactly while its fetch is in flight.
         self._waiters: dict[str, list[Deferred[OriginState]]] = {}
+        self._refreshing: dict[str, OriginState] = {}  # origin -> the stale state being refreshed
         self._parked: set[Request] = set()
         crawler.signals.connect(self._keep_open_while_fetching, signal=signals.spider_idle)
         crawler.signals.connect(self._truncate_robotstxt, signal=signals.bytes_received)
@@ -87,14 +90,7 @@ class RobotsTxtMiddleware:
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return
         origin = origin_of(request)
-        state = self._store.get(origin)
-        now = time.time()
-        if state is None or (state.expires_at <= now and state.unavailable):
-            state = await self._wait_for(origin, request)
-        elif state.expires_at <= now and origin not in self._waiters:
-            # Stale rules: refresh in the background, keep deciding by them.
-            self._stats.inc_value("robotstxt/refresh_count")
-            self._start_fetch(origin, request)
+        state = await self._state_for(origin, request)
         self._decide(request, origin, state)
         if self._delays is not None and state.robots is not None:
             wait = self._delays.apply(request, origin, state.robots.crawl_delay(self._crawl_agent))
@@ -106,6 +102,23 @@ class RobotsTxtMiddleware:
             # sitemap mixin seeds a crawl this way): nothing to download.
             return Response(request.url, request=request, flags=["robotstxt_only"])
         return None
+
+    async def _state_for(self, origin: str, request: Request) -> OriginState:
+        """The state to decide *request* by, fetching robots.txt when needed."""
+        if origin in self._waiters:
+            # A fetch is in flight: decide by the rules it refreshes, or wait
+            # for it (without asking a shared store again and again).
+            return self._refreshing.get(origin) or await self._wait_for(origin, request)
+        state = self._store.get(origin)
+        now = time.time()
+        if state is None or (state.expires_at <= now and state.unavailable):
+            return await self._wait_for(origin, request)
+        if state.expires_at <= now:
+            # Stale rules: refresh in the background, keep deciding by them.
+            self._stats.inc_value("robotstxt/refresh_count")
+            self._refreshing[origin] = state
+            self._start_fetch(origin, request)
+        return state
 
     def _decide(self, request: Request, origin: str, state: OriginState) -> None:
         if state.unavailable:
@@ -153,14 +166,17 @@ class RobotsTxtMiddleware:
 
     async def _fetch_and_store(self, origin: str, request: Request) -> None:
         state = await self._fetch_unless_a_peer_does(origin, request)
+        self._refreshing.pop(origin, None)
         for waiter in self._waiters.pop(origin, ()):
             waiter.callback(state)
 
     async def _fetch_unless_a_peer_does(self, origin: str, request: Request) -> OriginState:
         """Fetch and store robots.txt, or, while another worker sharing the
         store fetches it, wait for what that worker stores."""
+        interval, longest = PEER_POLL_SECONDS
         while not self._store.claim(origin, self._claim_seconds):
-            await sleep(PEER_POLL_SECONDS)
+            await sleep(interval)
+            interval = min(interval * 2, longest)
             state = self._store.get(origin)
             if state is not None and state.expires_at > time.time():
                 return state
