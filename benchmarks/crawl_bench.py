@@ -120,11 +120,12 @@ def crawl(middleware: str, scenario: str) -> None:
         name = "bench"
         start_urls = tuple(f"http://{host(index)}:{port}{path}" for path in paths for index in range(ORIGINS))
         pages = 0
-        started = 0.0
+        started = cpu_started = 0.0
         others_done = 0.0
 
         async def start(self):
             self.started = time.perf_counter()
+            self.cpu_started = time.process_time()
             async for request in super().start():
                 yield request
 
@@ -150,12 +151,13 @@ def crawl(middleware: str, scenario: str) -> None:
     process.crawl(crawler)
     process.start()
     spider = crawler.spider
-    finished = time.perf_counter()
+    finished, cpu = time.perf_counter(), time.process_time() - spider.cpu_started
     print(
         json.dumps(
             {
                 "pages": spider.pages,
                 "seconds": finished - spider.started,
+                "cpu": cpu,
                 "others_done": spider.others_done - spider.started,
                 "forbidden": crawler.stats.get_value("robotstxt/forbidden", 0),
             }
@@ -188,7 +190,8 @@ def main() -> None:
                     results.setdefault((middleware, scenario), []).append(result)
                     print(
                         f"round {round_ + 1} {middleware:5} {scenario:11} {result['pages']} pages "
-                        f"{result['seconds']:.2f} s, other origins done at {result['others_done']:.2f} s",
+                        f"{result['seconds']:.2f} s ({result['cpu']:.2f} s CPU), "
+                        f"other origins done at {result['others_done']:.2f} s",
                         flush=True,
                     )
     finally:
@@ -199,18 +202,19 @@ def main() -> None:
         return statistics.median(r[key] for r in results[(middleware, scenario)])
 
     print(f"\nmedians of {args.rounds} rounds, {ORIGINS} origins x {1 + SECTIONS * (1 + LEAVES)} pages")
+    def rate(middleware: str, per: str = "seconds") -> float:
+        return median(middleware, "normal", "pages") / median(middleware, "normal", per)
+
     for middleware in MIDDLEWARES:
-        rate = median(middleware, "normal", "pages") / median(middleware, "normal", "seconds")
-        print(f"{middleware:5}: {rate:7.0f} pages/s")
+        print(f"{middleware:5}: {rate(middleware):7.0f} pages/s, {rate(middleware, 'cpu'):7.0f} pages per CPU second")
         for normal, slow in (("normal", "slow"), ("seeded", "slow-seeded")):
             slowdown = median(middleware, slow, "others_done") / median(middleware, normal, "others_done")
             print(
                 f"       {normal:6}: with a {SLOW_SECONDS:.0f} s robots.txt the other {ORIGINS - 1} origins"
                 f" take {slowdown:.2f}x their time without it"
             )
-    ours = median("ours", "normal", "pages") / median("ours", "normal", "seconds")
-    stock = median("stock", "normal", "pages") / median("stock", "normal", "seconds")
-    print(f"ours / stock pages per second: {ours / stock:.2f}x")
+    print(f"ours / stock pages per second: {rate('ours') / rate('stock'):.2f}x")
+    print(f"ours / stock pages per CPU second: {rate('ours', 'cpu') / rate('stock', 'cpu'):.2f}x")
 
 
 if __name__ == "__main__":
