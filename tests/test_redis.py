@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
-from .crawling import crawl, stat
+from .crawling import RecordingSpider, crawl, stat
 from .sites import LoopbackSite, robots
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,8 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def redis_url():
+def redis_server():
+    """A real redis-server on a free loopback port: ``.url``, ``.terminate()``."""
     import redis
 
     port = free_port()
@@ -38,8 +39,8 @@ def redis_url():
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
     )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
+    server.url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(server.url)
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -49,7 +50,7 @@ def redis_url():
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-    yield url
+    yield server
     server.terminate()
     server.wait()
 
@@ -74,12 +75,12 @@ def site(rules: str, pages: int) -> LoopbackSite:
 
 
 @pytest_twisted.ensureDeferred
-async def test_three_workers_fetch_each_robotstxt_once_and_keep_crawl_delay_together(sites, redis_url):
+async def test_three_workers_fetch_each_robotstxt_once_and_keep_crawl_delay_together(sites, redis_server):
     paced, *fast = sites(site("User-agent: *\nCrawl-delay: 1\nDisallow: /p5\n", 7), site("", 20), site("", 20))
     # Every worker starts with pages of the paced site: all of them need its
     # robots.txt at once, and all of them send it requests.
     results = await workers(
-        redis_url,
+        redis_server.url,
         [paced.url("/p1"), paced.url("/p4"), fast[0].url("/")],
         [paced.url("/p2"), paced.url("/p5"), fast[1].url("/")],
         [paced.url("/p3"), paced.url("/p6")],
@@ -110,3 +111,25 @@ async def test_redis_down_warns_and_the_worker_goes_on_alone(sites, caplog):
     warnings = [r for r in caplog.records if "Redis store unreachable" in r.getMessage()]
     assert len(warnings) == 1
     assert min(paced.gaps()) >= 0.3  # paced by the local slot
+
+
+@pytest_twisted.ensureDeferred
+async def test_redis_failing_mid_crawl_warns_once_and_loses_no_request(sites, redis_server, caplog):
+    paced, other = sites(site("User-agent: *\nCrawl-delay: 0.3\n", 6), site("User-agent: *\nDisallow: /p2\n", 3))
+    paced.links["/"] += [other.url("/p1"), other.url("/p2")]
+
+    class KillsRedis(RecordingSpider):
+        def parse(self, response):
+            if not self.crawled:
+                redis_server.terminate()  # after the first page: robots.txt of `other` comes later
+                redis_server.wait()
+            yield from super().parse(response)
+
+    settings = {"ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore", "REDIS_URL": redis_server.url}
+    crawler = await crawl(settings, spider=KillsRedis, urls=[paced.url("/")])
+    expected = [paced.url(p) for p in ("/", "/p1", "/p2", "/p3", "/p4", "/p5")] + [other.url("/p1")]
+    assert sorted(crawler.spider.crawled) == sorted(expected)
+    assert list(crawler.spider.failures) == [other.url("/p2")]
+    assert other.paths().count("/robots.txt") == 1
+    assert sum("Redis store unreachable" in r.getMessage() for r in caplog.records) == 1
+    assert min(paced.gaps()) >= 0.3

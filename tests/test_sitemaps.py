@@ -108,6 +108,29 @@ async def test_robotstxt_in_sitemap_urls_is_not_fetched_twice(sites):
 
 
 @pytest_twisted.ensureDeferred
+async def test_sitemap_follow_filter_and_alternate_links_work_as_in_sitemapspider(sites):
+    site, other = sites(LoopbackSite(), LoopbackSite())
+    shop(site, other)
+    alternate = f'<xhtml:link rel="alternate" hreflang="vi" href="{site.url("/products/1-vi")}"/>'
+    entries = "".join(f"<url><loc>{site.url(p)}</loc>{alternate if p.endswith('/1') else ''}</url>" for p in LISTED)
+    site.pages["/sitemap1.xml"] = xml(
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:xhtml="http://www.w3.org/1999/xhtml">'
+        f"{entries}</urlset>"
+    )
+
+    class Tuned(ProductSpider):
+        sitemap_follow = ("sitemap1",)
+        sitemap_alternate_links = True
+
+        def sitemap_filter(self, entries):
+            return (entry for entry in entries if not entry["loc"].endswith("/2"))
+
+    crawler = await crawl(spider=Tuned, robots_sitemap_origins=[site.address])
+    assert sorted(crawler.spider.products) == [site.url("/products/1"), site.url("/products/1-vi")]
+    assert "/sitemap2.xml.gz" not in site.paths()
+
+
+@pytest_twisted.ensureDeferred
 async def test_sitemaps_per_site_are_capped_and_requested_once_across_refreshes(sites):
     (site,) = sites(LoopbackSite())
     listed = "".join(f"Sitemap: {site.url(f'/s{i}.xml')}\n" for i in range(50))
