@@ -45,6 +45,9 @@ class RobotsSitemapMixin:
     #: At most this many sitemaps taken from one origin's robots.txt.
     robots_sitemap_max_per_site: int = 50
 
+    _robots_sitemaps_seen: set[str]  # every sitemap URL announced so far
+    _robots_sitemaps_per_origin: Counter[str]  # sitemaps scheduled per robots.txt
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if not issubclass(cls, SitemapSpider):
