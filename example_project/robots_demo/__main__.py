@@ -115,12 +115,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_report(report: Report) -> None:
     print("\n== Report ==")
-    print(f"{'spider':<9}{'downloaded':>11}{'items':>7}{'forbidden':>10}")
+    # responses: pages and sitemaps (robots.txt aside); items: what the spider kept.
+    print(f"{'spider':<9}{'responses':>10}{'items':>7}{'forbidden':>10}")
     for name in SPIDERS:
         stats = report.stats[name]
-        downloaded = stats.get("response_received_count", 0) - stats.get("robotstxt/response_count", 0)
+        responses = stats.get("response_received_count", 0) - stats.get("robotstxt/response_count", 0)
         forbidden = stats.get("robotstxt/forbidden", 0)
-        print(f"{name:<9}{downloaded:>11}{stats.get('item_scraped_count', 0):>7}{forbidden:>10}")
+        print(f"{name:<9}{responses:>10}{stats.get('item_scraped_count', 0):>7}{forbidden:>10}")
 
     print("\nForbidden, and by which rule:")
     by_rule: dict[str, set[str]] = defaultdict(set)
