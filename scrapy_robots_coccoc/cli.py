@@ -39,12 +39,19 @@ def read_robots(source: str) -> tuple[bytes, str]:
         raise Unreadable(f"cannot read {source}: {exc.strerror or exc}") from exc
 
 
+class FiveRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects as the middleware does: 5 hops at most."""
+
+    max_redirections = 5
+
+
 def fetch(url: str) -> tuple[bytes, str]:
     """GET a robots.txt as the middleware reads it: 200 gives rules, any
     other answer gives unrestricted access, no answer is an error."""
     request = urllib.request.Request(url, headers={"User-Agent": f"{DEFAULT_AGENT} (robots.txt checker)"})
+    opener = urllib.request.build_opener(FiveRedirects)
     try:
-        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as response:
+        with opener.open(request, timeout=FETCH_TIMEOUT) as response:
             return response.read(MAX_BYTES), f"{response.url} (HTTP {response.status})"
     except urllib.error.HTTPError as exc:
         return b"", f"{url} (HTTP {exc.code}: everything allowed)"

@@ -62,10 +62,10 @@ class RobotsTxtMiddleware:
         self._cache_seconds = settings.getfloat("ROBOTSTXT_CACHE_SECONDS", 86400)
         self._unavailable_seconds = settings.getfloat("ROBOTSTXT_UNAVAILABLE_SECONDS", 3600)
         self._max_parked = settings.getint("ROBOTSTXT_MAX_PARKED_REQUESTS", 10_000)
-        # A fetch takes at most this long: every hop may time out after its retries.
-        self._claim_seconds = (
-            settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (self._max_retries + 1) * (self._max_redirects + 1) + 5
-        )
+        # How long workers sharing a store wait for the one that fetches an
+        # origin's robots.txt: one hop's worst case. A longer fetch may be
+        # repeated by a peer; a crashed worker holds its peers no longer.
+        self._claim_seconds = settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (self._max_retries + 1) + 5
         self._store: Store = build_from_crawler(
             load_object(settings.get("ROBOTSTXT_STORE", "scrapy_robots_coccoc.stores.MemoryStore")), crawler
         )

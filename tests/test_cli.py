@@ -6,8 +6,11 @@ import subprocess
 import sys
 
 import pytest
+import pytest_twisted
 
 from scrapy_robots_coccoc.cli import main
+
+from .sites import LoopbackSite, Page, robots
 
 ROBOTS = """\
 User-agent: *
@@ -71,3 +74,27 @@ def test_bad_arguments_exit_2_with_usage():
     result = run()
     assert result.returncode == 2
     assert result.stderr.startswith("usage:") and "Traceback" not in result.stderr
+
+
+@pytest_twisted.ensureDeferred
+async def test_fetches_a_url_as_the_middleware_reads_it(sites):
+    from twisted.internet.utils import getProcessOutputAndValue
+
+    (site,) = sites(LoopbackSite())
+    site.pages["/robots.txt"] = robots(ROBOTS)
+    site.pages["/missing/robots.txt"] = Page(b"gone", status=404)
+    for hop in range(6):  # 6 redirects: one more than the middleware follows
+        site.pages[f"/loop{hop}/robots.txt"] = Page(status=302, headers={"Location": f"/loop{hop + 1}/robots.txt"})
+    site.pages["/loop6/robots.txt"] = robots(ROBOTS)
+
+    async def check(path: str) -> tuple[str, int]:
+        args = ["-m", "scrapy_robots_coccoc", site.url(path), "/cats/x"]
+        out, _, code = await getProcessOutputAndValue(sys.executable, args)
+        return out.decode(), code
+
+    out, code = await check("/robots.txt")
+    assert code == 1 and "(HTTP 200)" in out and "Disallow: /cats (line 5)" in out
+    out, code = await check("/missing/robots.txt")
+    assert code == 0 and "HTTP 404: everything allowed" in out
+    out, code = await check("/loop0/robots.txt")
+    assert code == 0 and "HTTP 302: everything allowed" in out
