@@ -92,15 +92,15 @@ class RobotsTxtMiddleware:
         origin = origin_of(request)
         state = await self._state_for(origin, request)
         self._decide(request, origin, state)
+        if request.meta.get("robotstxt_only"):
+            # The request only wanted the origin's robots.txt known (the
+            # sitemap mixin seeds a crawl this way): nothing to download.
+            return Response(request.url, request=request, flags=["robotstxt_only"])
         if self._delays is not None and state.robots is not None:
             wait = self._delays.apply(request, origin, state.robots.crawl_delay(self._crawl_agent))
             if wait > 0:
                 with self._parked_while_waiting(request):
                     await sleep(wait)
-        if request.meta.get("robotstxt_only"):
-            # The request only wanted the origin's robots.txt known (the
-            # sitemap mixin seeds a crawl this way): nothing to download.
-            return Response(request.url, request=request, flags=["robotstxt_only"])
         return None
 
     async def _state_for(self, origin: str, request: Request) -> OriginState:

@@ -163,9 +163,12 @@ class RedisStore:
         fields = self._call(self._client.hgetall, self._key("state", origin))
         if not fields or fields.get(b"outcome") not in OUTCOMES:
             return local
+        expires_at = float(fields.get(b"expires_at", 0))
+        if local is not None and local.expires_at == expires_at:
+            return local  # the same fetch: no need to parse it again
         has_rules, unavailable = OUTCOMES[fields[b"outcome"]]
         robots = RobotsTxt.parse(fields.get(b"body", b"")) if has_rules else None
-        state = OriginState(robots, unavailable, float(fields.get(b"expires_at", 0)))
+        state = OriginState(robots, unavailable, expires_at)
         self._local.set(origin, state)
         return state
 
