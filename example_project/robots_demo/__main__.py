@@ -27,6 +27,7 @@ class Report:
     forbidden: list[tuple[str, str, str]] = field(default_factory=list)  # spider, url, reason
     delays: dict[str, str] = field(default_factory=dict)  # origin -> how it is paced
     robots: dict[str, list[str]] = field(default_factory=dict)  # origin -> sitemaps listed
+    unavailable: dict[str, str] = field(default_factory=dict)  # origin -> why its robots.txt got no answer
     stats: dict[str, dict] = field(default_factory=dict)
 
 
@@ -43,6 +44,9 @@ class ReportHandler(logging.Handler):
         if record.msg.startswith("Forbidden by robots.txt"):
             args = record.args
             self.report.forbidden.append((spider.name if spider else "?", args["request"].url, args["reason"]))
+        elif "did not answer" in record.msg:
+            origin, error, _ = record.args
+            self.report.unavailable[origin] = str(error)
         elif record.msg.startswith("Crawl-delay"):
             crawl_delay, origin, floor, capped = record.args
             self.report.delays[origin] = f"Crawl-delay {crawl_delay} s: requests {floor} s apart{capped}"
@@ -135,6 +139,11 @@ def print_report(report: Report) -> None:
     print("\nDelays per site:")
     for origin in sorted(report.robots):
         print(f"  {origin}: {report.delays.get(origin, 'no Crawl-delay: not slowed down')}")
+
+    if report.unavailable:
+        print("\nSites whose robots.txt did not answer (their requests were dropped):")
+        for origin, error in sorted(report.unavailable.items()):
+            print(f"  {origin}: {error}")
 
     print("\nSitemaps found in robots.txt:")
     sitemaps = sorted({url for urls in report.robots.values() for url in urls})
