@@ -175,6 +175,7 @@ def run_one(middleware: str, scenario: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--throughput-only", action="store_true", help="run the normal crawl only")
     args = parser.parse_args()
 
     server = subprocess.Popen([sys.executable, __file__, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -185,7 +186,7 @@ def main() -> None:
         for round_ in range(args.rounds):
             order = list(MIDDLEWARES) if round_ % 2 == 0 else list(reversed(MIDDLEWARES))
             for middleware in order:
-                for scenario in SCENARIOS:
+                for scenario in SCENARIOS[:1] if args.throughput_only else SCENARIOS:
                     result = run_one(middleware, scenario)
                     results.setdefault((middleware, scenario), []).append(result)
                     print(
@@ -202,18 +203,24 @@ def main() -> None:
         return statistics.median(r[key] for r in results[(middleware, scenario)])
 
     print(f"\nmedians of {args.rounds} rounds, {ORIGINS} origins x {1 + SECTIONS * (1 + LEAVES)} pages")
+
     def rate(middleware: str, per: str = "seconds") -> float:
         return median(middleware, "normal", "pages") / median(middleware, "normal", per)
 
     for middleware in MIDDLEWARES:
         print(f"{middleware:5}: {rate(middleware):7.0f} pages/s, {rate(middleware, 'cpu'):7.0f} pages per CPU second")
-        for normal, slow in (("normal", "slow"), ("seeded", "slow-seeded")):
+        for normal, slow in () if args.throughput_only else (("normal", "slow"), ("seeded", "slow-seeded")):
             slowdown = median(middleware, slow, "others_done") / median(middleware, normal, "others_done")
             print(
                 f"       {normal:6}: with a {SLOW_SECONDS:.0f} s robots.txt the other {ORIGINS - 1} origins"
                 f" take {slowdown:.2f}x their time without it"
             )
     print(f"ours / stock pages per second: {rate('ours') / rate('stock'):.2f}x")
+    paired = [
+        stock["seconds"] / ours["seconds"]
+        for ours, stock in zip(results[("ours", "normal")], results[("stock", "normal")], strict=True)
+    ]
+    print(f"ours / stock pages per second, median of the rounds' own ratios: {statistics.median(paired):.2f}x")
     print(f"ours / stock pages per CPU second: {rate('ours', 'cpu') / rate('stock', 'cpu'):.2f}x")
 
 
