@@ -64,3 +64,12 @@ async def test_a_larger_project_delay_stands_and_the_feature_can_be_off(sites):
     site.log.clear()
     await crawl({"ROBOTSTXT_CRAWL_DELAY_ENABLED": False}, urls=[site.url(p) for p in PAGES], follow=False)
     assert max(site.gaps()) < 0.2
+
+
+@pytest_twisted.ensureDeferred
+async def test_requests_with_their_own_download_slot_get_the_delay_of_their_origin(sites):
+    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.5\n"))
+    urls = [site.url(p) for p in PAGES[:3]]
+    crawler = await crawl({"DOWNLOAD_DELAY_JITTER": 0}, urls=urls, follow=False, meta={"download_slot": "custom"})
+    assert len(crawler.spider.crawled) == 3
+    assert min(site.gaps()) >= 0.45
