@@ -220,6 +220,9 @@ class RobotsTxtMiddleware:
             priority=self.DOWNLOAD_PRIORITY,
             dont_filter=True,
             callback=NO_CALLBACK,
+            # Uncompressed: the 500 KiB cut then applies to the text itself,
+            # and no compression bomb gets inflated.
+            headers={"Accept-Encoding": "identity"},
             meta={
                 "dont_obey_robotstxt": True,
                 "dont_redirect": True,

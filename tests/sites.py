@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from twisted.internet.task import deferLater
+from twisted.web.http_headers import Headers
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
@@ -34,12 +35,14 @@ class LoopbackSite(Resource):
         self.pages: dict[str, Page | list[Page]] = pages or {}
         self.links = links or {}
         self.log: list[tuple[float, str]] = []
+        self.request_headers: dict[str, Headers] = {}  # path -> headers of its last request
         self.port = None
         self.address = ""
 
     def render_GET(self, request):
         path = request.uri.decode()
         self.log.append((time.monotonic(), path))
+        self.request_headers[path] = request.requestHeaders
         page = self.pages.get(path)
         if isinstance(page, list):
             page = page.pop(0) if len(page) > 1 else page[0]

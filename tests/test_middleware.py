@@ -151,6 +151,8 @@ async def test_huge_robotstxt_is_cut_at_500_kib(sites):
     crawler = await crawl(urls=[site.url("/private/x"), site.url("/a")], follow=False)
     assert crawler.spider.crawled == [site.url("/a")]
     assert stat(crawler, "robotstxt/truncated") == 1
+    # Asked uncompressed, so that the cut applies to the text.
+    assert site.request_headers["/robots.txt"].getRawHeaders("accept-encoding") == ["identity"]
 
 
 @pytest_twisted.ensureDeferred
