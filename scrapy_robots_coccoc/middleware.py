@@ -221,7 +221,7 @@ class RobotsTxtMiddleware:
             dont_filter=True,
             callback=NO_CALLBACK,
             # Uncompressed: the 500 KiB cut then applies to the text itself,
-            # and no compression bomb gets inflated.
+            # not to a compressed stream that could inflate to far more.
             headers={"Accept-Encoding": "identity"},
             meta={
                 "dont_obey_robotstxt": True,
