@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from crawl_bench import ALL_PATHS, FAST_PORT, ORIGINS, host
+from crawl_bench import ALL_PATHS, FAST_PORT, MIDDLEWARES, ORIGINS, host
 
 WORKERS = 3
 STORES = {"memory": "scrapy_robots_coccoc.stores.MemoryStore", "redis": "scrapy_robots_coccoc.stores.RedisStore"}
@@ -44,10 +44,7 @@ def worker(redis_url: str, store: str, *urls: str) -> None:
         {
             "ROBOTSTXT_OBEY": True,
             "ROBOTSTXT_USER_AGENT": "coccocbot-web",
-            "DOWNLOADER_MIDDLEWARES": {
-                "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-                "scrapy_robots_coccoc.RobotsTxtMiddleware": 100,
-            },
+            "DOWNLOADER_MIDDLEWARES": MIDDLEWARES["ours"],
             "ROBOTSTXT_STORE": store,
             "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
             "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",

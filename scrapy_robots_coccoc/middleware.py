@@ -57,6 +57,8 @@ class RobotsTxtMiddleware:
         self._stats = crawler.stats
         self._user_agent: str | None = settings.get("ROBOTSTXT_USER_AGENT")
         self._default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
+        # The agent whose Crawl-delay paces a site: the crawl's own robot.
+        self._crawl_agent: str = self._user_agent or self._default_user_agent
         self._max_redirects = settings.getint("ROBOTSTXT_MAX_REDIRECTS", 5)
         self._max_retries = settings.getint("ROBOTSTXT_MAX_RETRIES", 1)
         self._cache_seconds = settings.getfloat("ROBOTSTXT_CACHE_SECONDS", 86400)
@@ -144,11 +146,6 @@ class RobotsTxtMiddleware:
         if not agent:
             agent = request.headers.get(b"User-Agent") or self._default_user_agent
         return to_unicode(agent)
-
-    @property
-    def _crawl_agent(self) -> str:
-        """The agent whose Crawl-delay paces a site: the crawl's own robot."""
-        return self._user_agent or self._default_user_agent
 
     async def _wait_for(self, origin: str, request: Request) -> OriginState:
         """Wait for the origin's robots.txt, starting the fetch if none is in

@@ -14,6 +14,7 @@ from scrapy import Request
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.sitemap import sitemap_urls_from_robots
 
+from .middleware import origin_of
 from .signals import robotstxt_sitemaps_found
 
 if TYPE_CHECKING:
@@ -82,8 +83,9 @@ class RobotsSitemapMixin:
     def _robots_seeded(self, response: Response) -> None:
         # With our middleware the sitemaps came through the signal and the
         # body is empty; without it, this is the real robots.txt.
-        origin = "{0.scheme}://{0.netloc}".format(urlsplit(response.url))
-        self.robots_sitemaps_found(origin, list(sitemap_urls_from_robots(response.body, base_url=response.url)))
+        self.robots_sitemaps_found(
+            origin_of(response.request), list(sitemap_urls_from_robots(response.body, base_url=response.url))
+        )
 
     def parse(self, response: Response, **kwargs: Any) -> Any:
         """Route a start page by ``sitemap_rules``, as a listed page would be."""
