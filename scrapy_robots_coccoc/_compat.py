@@ -1,0 +1,101 @@
+"""The one door to Scrapy internals and to names that differ between Scrapy
+versions (2.13 to the newest).
+
+Everything private or version-dependent that the package touches is reached
+through here, and :func:`check` verifies at start-up that each still exists:
+a Scrapy upgrade that renames one is a clear start-up error, never a site's
+failure. ``tests/test_compat.py`` holds a canary test per name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import scrapy
+from scrapy import signals as scrapy_signals
+from scrapy.core.downloader import Downloader
+from scrapy.core.engine import ExecutionEngine
+from scrapy.spiders import SitemapSpider
+from scrapy.utils.defer import maybe_deferred_to_future
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.http import Response
+    from scrapy.signalmanager import SignalManager
+
+SCRAPY_VERSION = tuple(int(part) for part in re.findall(r"\d+", scrapy.__version__)[:2])
+
+#: Scrapy's ``robots_parsed`` signal (2.18+); None where Scrapy has none.
+ROBOTS_PARSED: object | None = getattr(scrapy_signals, "robots_parsed", None)
+
+
+class ScrapyIncompatible(RuntimeError):
+    """A Scrapy internal this package relies on is missing."""
+
+
+def check() -> None:
+    """Raise :class:`ScrapyIncompatible` naming every internal this Scrapy lacks."""
+    missing = [
+        name
+        for name, present in (
+            ("ExecutionEngine.download or download_async", _has(ExecutionEngine, "download_async", "download")),
+            ("ExecutionEngine._slot", "_slot" in ExecutionEngine.__init__.__code__.co_names),
+            ("Downloader.active", "active" in Downloader.__init__.__code__.co_names),
+            ("SitemapSpider._cbs", "_cbs" in SitemapSpider.__init__.__code__.co_names),
+            ("SitemapSpider._parse_sitemap", _has(SitemapSpider, "_parse_sitemap")),
+        )
+        if not present
+    ]
+    if missing:
+        raise ScrapyIncompatible(
+            f"scrapy-robots-coccoc does not support Scrapy {scrapy.__version__}: it lacks {', '.join(missing)}"
+        )
+
+
+def _has(cls: type, *names: str) -> bool:
+    return any(hasattr(cls, name) for name in names)
+
+
+async def download(engine: ExecutionEngine, request: Request) -> Response:
+    """Send *request* through the downloader middlewares and the downloader,
+    outside the scheduler (``download_async`` from Scrapy 2.14)."""
+    if hasattr(engine, "download_async"):
+        return await engine.download_async(request)
+    return await maybe_deferred_to_future(engine.download(request))
+
+
+async def send_catch_log_async(signal_manager: SignalManager, signal: object, **kwargs: Any) -> None:
+    """Send a signal whose handlers may be asynchronous, logging their errors."""
+    if hasattr(signal_manager, "send_catch_log_async"):
+        await signal_manager.send_catch_log_async(signal=signal, **kwargs)
+    else:
+        await maybe_deferred_to_future(signal_manager.send_catch_log_deferred(signal=signal, **kwargs))
+
+
+def downloader_active(engine: ExecutionEngine) -> set[Request]:
+    """The requests the downloader counts against ``CONCURRENT_REQUESTS``."""
+    return engine.downloader.active
+
+
+def wake_engine(engine: ExecutionEngine) -> None:
+    """Make the engine look for requests to start, on its next turn."""
+    if engine._slot is not None:
+        engine._slot.nextcall.schedule()
+
+
+def engine_closing(engine: ExecutionEngine | None) -> bool:
+    """Whether the engine is stopping or closing the spider: requests waiting
+    in our middleware should then leave rather than wait for their turn."""
+    return engine is None or not engine.running or engine._slot is None or engine._slot.closing is not None
+
+
+def sitemap_callbacks(spider: SitemapSpider) -> list[tuple[re.Pattern[str], Callable[..., Any]]]:
+    """``SitemapSpider``'s compiled ``sitemap_rules``."""
+    return spider._cbs  # type: ignore[return-value]
+
+
+def sitemap_parser(spider: SitemapSpider) -> Callable[[Response], Iterable[Any]]:
+    """``SitemapSpider``'s callback for a sitemap or sitemap index response."""
+    return spider._parse_sitemap

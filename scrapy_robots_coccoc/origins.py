@@ -1,0 +1,42 @@
+"""Origins: the unit a robots.txt covers (RFC 9309 §2.3: scheme, host, port)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scrapy.utils.httpobj import urlparse_cached
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class InvalidOrigin(ValueError):
+    """A URL no server can answer: its origin is not one any other URL shares."""
+
+
+def origin_of(request: Request) -> str:
+    """Return ``scheme://host:port`` of a request's URL: its own scheme,
+    lower-cased host (IPv6 in brackets) and port, the scheme's default port
+    only when none is written.
+
+    Raises :class:`InvalidOrigin` for a host or port that cannot be parsed,
+    or port 0: such a URL must never stand for a real origin.
+    """
+    try:
+        parsed = urlparse_cached(request)
+        port = parsed.port
+    except ValueError as exc:  # an unparsable IPv6 literal or port
+        raise InvalidOrigin(f"invalid host or port in {request.url!r}: {exc}") from None
+    host = parsed.hostname
+    if not host:
+        raise InvalidOrigin(f"no host in {request.url!r}")
+    if port == 0:
+        raise InvalidOrigin(f"invalid port in {request.url!r}")
+    if port is None:
+        port = DEFAULT_PORTS[parsed.scheme]
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parsed.scheme}://{host}:{port}"
+
