@@ -9,27 +9,36 @@ from ._robotstxt import Decision, RobotsTxt
 from ._ruleset import RequestRate, Rule, VisitTime
 
 if TYPE_CHECKING:
+    from .addon import Addon
+    from .fetcher import RobotsTxtBodyMiddleware
     from .middleware import RobotsTxtMiddleware
     from .robotparser import CocCocRobotParser
     from .sitemaps import RobotsSitemapMixin
 
+__version__ = "0.2.0.dev0"
+
 __all__ = [
+    "Addon",
     "CocCocRobotParser",
     "Decision",
     "RequestRate",
     "RobotsSitemapMixin",
     "RobotsTxt",
+    "RobotsTxtBodyMiddleware",
     "RobotsTxtMiddleware",
     "Rule",
     "VisitTime",
 ]
 
 # The Scrapy-facing classes are imported on first use, so that the parser
-# (and the command-line checker) load without importing Scrapy.
+# (and the command-line checker, and setuptools reading __version__) load
+# without importing Scrapy.
 _LAZY = {
+    "Addon": ".addon",
     "CocCocRobotParser": ".robotparser",
     "RobotsTxtMiddleware": ".middleware",
     "RobotsSitemapMixin": ".sitemaps",
+    "RobotsTxtBodyMiddleware": ".fetcher",
 }
 
 
