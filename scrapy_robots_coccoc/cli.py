@@ -8,41 +8,73 @@ Exit codes: 0 every URL allowed, 1 some URL disallowed, 2 bad arguments,
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import TextIO
+from http.client import HTTPMessage
+from typing import IO, TextIO
 
+from . import __version__
 from ._robotstxt import MAX_BYTES, RobotsTxt
+from ._useragent import robot_name
 
 EXIT_ALLOWED, EXIT_DISALLOWED, EXIT_USAGE, EXIT_UNREADABLE = 0, 1, 2, 3
 DEFAULT_AGENT = "coccocbot-web"
 FETCH_TIMEOUT = 10
+HTTP_SCHEMES = ("http://", "https://")
+# A URL's scheme: two characters at least, so that C:\robots.txt stays a file.
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]+:", re.IGNORECASE)
 
 
 class Unreadable(Exception):
     """robots.txt could not be read: the message says why."""
 
 
+def is_other_url(argument: str) -> bool:
+    """Whether *argument* is a URL with a scheme other than http(s)
+    (``ftp://``, ``file://``, ``data:`` …), which the middleware never fetches."""
+    return bool(_SCHEME.match(argument)) and not argument.lower().startswith(HTTP_SCHEMES)
+
+
 def read_robots(source: str) -> tuple[bytes, str]:
     """Return the robots.txt body from a file, ``-`` (stdin) or a URL, and a
-    note on how it was obtained."""
+    note on how it was obtained. One byte more than the parser reads is read,
+    so that the report can tell a file that was cut."""
     if source == "-":
-        return sys.stdin.buffer.read(MAX_BYTES), "stdin"
-    if source.startswith(("http://", "https://")):
+        return read_bounded(sys.stdin.buffer), "stdin"
+    if source.lower().startswith(HTTP_SCHEMES):
         return fetch(source)
     try:
         with open(source, "rb") as file:
-            return file.read(MAX_BYTES), source
+            return read_bounded(file), source
     except OSError as exc:
         raise Unreadable(f"cannot read {source}: {exc.strerror or exc}") from exc
 
 
+def read_bounded(stream: IO[bytes]) -> bytes:
+    return stream.read(MAX_BYTES + 1)
+
+
 class FiveRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow redirects as the middleware does: 5 hops at most."""
+    """Follow redirects as the middleware does: 5 hops at most, to http(s)
+    URLs only (urllib would follow one to ``ftp://``)."""
 
     max_redirections = 5
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        if not newurl.lower().startswith(HTTP_SCHEMES):
+            raise urllib.error.HTTPError(req.full_url, code, f"redirect to {newurl}", headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def fetch(url: str) -> tuple[bytes, str]:
@@ -52,12 +84,24 @@ def fetch(url: str) -> tuple[bytes, str]:
     opener = urllib.request.build_opener(FiveRedirects)
     try:
         with opener.open(request, timeout=FETCH_TIMEOUT) as response:
-            return response.read(MAX_BYTES), f"{response.url} (HTTP {response.status})"
+            return read_bounded(response), f"{response.url} (HTTP {response.status})"
     except urllib.error.HTTPError as exc:
         return b"", f"{url} (HTTP {exc.code}: everything allowed)"
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise Unreadable(f"cannot fetch {url}: {reason}") from exc
+
+
+def describe(source: str, body: bytes, agent: str) -> str:
+    """The report's first line: where robots.txt came from, its size (and
+    whether it was cut at 500 KiB), and the robot name a User-Agent stands for."""
+    if len(body) > MAX_BYTES:
+        size = f"more than {MAX_BYTES:,} bytes: cut at 500 KiB, the rest is ignored"
+    else:
+        size = f"{len(body)} bytes"
+    name = robot_name(agent)
+    robot = agent if name == agent.lower() else f"{agent} (robot name {name!r})"
+    return f"robots.txt: {source}, {size}; agent: {robot}"
 
 
 def report(robots: RobotsTxt, agent: str, urls: Sequence[str], out: TextIO) -> int:
@@ -85,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 all allowed, 1 some disallowed, 2 bad arguments, 3 robots.txt unreadable",
     )
     parser.add_argument("robots", help="robots.txt: a file, - for stdin, or an http(s) URL")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("urls", nargs="*", metavar="URL", help="URLs or paths (with ?query) to check")
     parser.add_argument(
         "-a",
@@ -98,12 +143,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     args = build_parser().parse_intermixed_args(argv)  # exits with 2 and a usage line on bad arguments
+    if is_other_url(args.robots):
+        print(f"error: cannot fetch {args.robots}: give an http:// or https:// URL, a file or -", file=sys.stderr)
+        return EXIT_USAGE
+    for url in args.urls:
+        if is_other_url(url):
+            print(f"error: cannot check {url}: give http:// or https:// URLs, or paths", file=sys.stderr)
+            return EXIT_USAGE
     try:
         body, source = read_robots(args.robots)
     except Unreadable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    print(f"robots.txt: {source}, {len(body)} bytes; agent: {args.agent}", file=out)
+    print(describe(source, body, args.agent), file=out)
     return report(RobotsTxt.parse(body), args.agent, args.urls, out)
 
 

@@ -8,6 +8,8 @@ import sys
 import pytest
 import pytest_twisted
 
+from scrapy_robots_coccoc import __version__
+from scrapy_robots_coccoc._robotstxt import MAX_BYTES
 from scrapy_robots_coccoc.cli import main
 
 from .sites import LoopbackSite, Page, robots
@@ -60,6 +62,43 @@ def test_stdin_and_module_entry_point():
     assert "robots.txt: stdin" in result.stdout and "Disallow: /cats (line 5)" in result.stdout
 
 
+def test_shows_the_robot_name_a_full_user_agent_stands_for(robots_file, capsys):
+    agent = "Mozilla/5.0 (compatible; coccocbot-image/1.0; +http://help.coccoc.com/searchengine)"
+    main([robots_file, "-a", agent, "/cats/x"])
+    assert f"agent: {agent} (robot name 'coccocbot-image')\n" in capsys.readouterr().out
+    main([robots_file, "-a", "coccocbot-web", "/cats/x"])
+    assert "agent: coccocbot-web\n" in capsys.readouterr().out  # a bare name needs no translation
+
+
+def test_says_when_robots_txt_was_cut_at_500_kib(tmp_path, capsys):
+    # The Disallow line starts past the limit: it is ignored, as the middleware ignores it.
+    path = tmp_path / "robots.txt"
+    path.write_bytes(b"User-agent: *\n" + b"#" * MAX_BYTES + b"\nDisallow: /\n")
+    assert main([str(path), "/a"]) == 0
+    assert f"more than {MAX_BYTES:,} bytes: cut at 500 KiB, the rest is ignored" in capsys.readouterr().out
+    path.write_bytes(b"User-agent: *\nDisallow: /b\n".ljust(MAX_BYTES, b"#"))
+    assert main([str(path), "/a"]) == 0
+    out = capsys.readouterr().out
+    assert f"{MAX_BYTES} bytes;" in out and "cut" not in out
+
+
+def test_version():
+    result = run("--version")
+    assert result.returncode == 0 and result.stdout == f"scrapy-robots-coccoc {__version__}\n"
+
+
+@pytest.mark.parametrize(
+    "argument", ["ftp://example.com/robots.txt", "file:///etc/robots.txt", "data:text/plain,Disallow:%20/", "FTP://x/"]
+)
+def test_urls_other_than_http_are_a_one_line_error(argument, robots_file):
+    as_robots = run(argument, "/a")
+    assert as_robots.returncode == 2
+    assert as_robots.stderr == f"error: cannot fetch {argument}: give an http:// or https:// URL, a file or -\n"
+    as_url = run(robots_file, "/a", argument)
+    assert as_url.returncode == 2
+    assert as_url.stderr == f"error: cannot check {argument}: give http:// or https:// URLs, or paths\n"
+
+
 def test_missing_file_and_unreachable_url_are_clear_errors(tmp_path):
     missing = run(str(tmp_path / "nope.txt"), "/a")
     assert missing.returncode == 3
@@ -86,6 +125,7 @@ async def test_fetches_a_url_as_the_middleware_reads_it(sites):
     for hop in range(6):  # 6 redirects: one more than the middleware follows
         site.pages[f"/loop{hop}/robots.txt"] = Page(status=302, headers={"Location": f"/loop{hop + 1}/robots.txt"})
     site.pages["/loop6/robots.txt"] = robots(ROBOTS)
+    site.pages["/ftp/robots.txt"] = Page(status=301, headers={"Location": "ftp://127.0.0.1:9/robots.txt"})
 
     async def check(path: str) -> tuple[str, int]:
         args = ["-m", "scrapy_robots_coccoc", site.url(path), "/cats/x"]
@@ -98,3 +138,5 @@ async def test_fetches_a_url_as_the_middleware_reads_it(sites):
     assert code == 0 and "HTTP 404: everything allowed" in out
     out, code = await check("/loop0/robots.txt")
     assert code == 0 and "HTTP 302: everything allowed" in out
+    out, code = await check("/ftp/robots.txt")  # a redirect the middleware does not follow either
+    assert code == 0 and "HTTP 301: everything allowed" in out
