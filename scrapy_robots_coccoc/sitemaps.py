@@ -8,26 +8,34 @@ import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from scrapy import Request
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.sitemap import sitemap_urls_from_robots
 
-from .middleware import origin_of
+from ._compat import sitemap_callbacks, sitemap_parser
+from .exceptions import RobotsTxtOnly
+from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of
 from .signals import robotstxt_sitemaps_found
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from twisted.python.failure import Failure
     from typing_extensions import Self
+
+    # Type-check the mixin as the SitemapSpider it always runs in front of.
+    _MixinBase = SitemapSpider
+else:
+    _MixinBase = object
 
 logger = logging.getLogger(__name__)
 
 SCOPES = ("site", "allowed_domains", "any")
 
 
-class RobotsSitemapMixin:
+class RobotsSitemapMixin(_MixinBase):
     """Feed a ``SitemapSpider`` the sitemaps of the robots.txt files that
     :class:`~scrapy_robots_coccoc.RobotsTxtMiddleware` fetches.
 
@@ -46,20 +54,29 @@ class RobotsSitemapMixin:
     #: At most this many sitemaps taken from one origin's robots.txt.
     robots_sitemap_max_per_site: int = 50
 
-    _robots_sitemaps_seen: set[str]  # every sitemap URL announced so far
+    # Sitemap URLs scheduled (or requested through sitemap_urls): never again.
+    _robots_sitemaps_seen: set[str]
+    # (origin, sitemap URL) pairs declined (out of scope, over the cap, not
+    # http(s)): a refresh of that robots.txt does not count them again, while
+    # another origin listing the same URL may still get it crawled.
+    _robots_sitemaps_declined: set[tuple[str, str]]
     _robots_sitemaps_per_origin: Counter[str]  # sitemaps scheduled per robots.txt
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if not issubclass(cls, SitemapSpider):
+        # The position, not issubclass: behind SitemapSpider, the mixin's
+        # start() and parse() would be shadowed and it would do nothing.
+        mro = cls.__mro__
+        if SitemapSpider not in mro or mro.index(RobotsSitemapMixin) > mro.index(SitemapSpider):
             raise TypeError(f"{cls.__name__}: RobotsSitemapMixin goes before SitemapSpider in the bases")
         if cls.robots_sitemap_scope not in SCOPES:
             raise ValueError(f"{cls.__name__}.robots_sitemap_scope must be one of {SCOPES}")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
-        spider = super().from_crawler(crawler, *args, **kwargs)  # type: ignore[misc]
+        spider = super().from_crawler(crawler, *args, **kwargs)
         spider._robots_sitemaps_seen = set()
+        spider._robots_sitemaps_declined = set()
         spider._robots_sitemaps_per_origin = Counter()
         crawler.signals.connect(spider.robots_sitemaps_found, signal=robotstxt_sitemaps_found)
         return spider
@@ -67,58 +84,95 @@ class RobotsSitemapMixin:
     async def start(self) -> AsyncIterator[Any]:
         for url in self.sitemap_urls:
             if urlsplit(url).path == "/robots.txt":
-                yield self._robots_seed(url)
+                seed = self._robots_seed(url)
+                if seed is not None:
+                    yield seed
             else:
-                yield Request(url, callback=self._parse_sitemap)
+                self._robots_sitemaps_seen.add(url)
+                yield Request(url, callback=sitemap_parser(self))
         for url in self.start_urls:
             yield Request(url, dont_filter=True)
         for origin in self.robots_sitemap_origins:
-            yield self._robots_seed(f"{origin if '://' in origin else 'https://' + origin}/robots.txt")
+            seed = self._robots_seed(urljoin(origin if "://" in origin else f"https://{origin}", "/robots.txt"))
+            if seed is not None:
+                yield seed
 
-    def _robots_seed(self, robots_url: str) -> Request:
+    def _robots_seed(self, robots_url: str) -> Request | None:
         """A request that makes the middleware fetch the site's robots.txt
-        (and so announce its sitemaps) without downloading anything itself."""
-        return Request(robots_url, callback=self._robots_seeded, meta={"robotstxt_only": True}, dont_filter=True)
-
-    def _robots_seeded(self, response: Response) -> None:
-        # With our middleware the sitemaps came through the signal and the
-        # body is empty; without it, this is the real robots.txt.
-        self.robots_sitemaps_found(
-            origin_of(response.request), list(sitemap_urls_from_robots(response.body, base_url=response.url))
+        (and so announce its sitemaps) without downloading anything itself;
+        None for a URL no site can answer."""
+        request = Request(
+            robots_url,
+            callback=self._robots_seeded,
+            errback=self._robots_seed_failed,
+            meta={"robotstxt_only": True},
+            dont_filter=True,
         )
+        try:
+            request.cb_kwargs["origin"] = origin_of(request)
+        except InvalidOrigin as exc:
+            self._seed_failed(robots_url, exc)
+            return None
+        return request
+
+    def _robots_seeded(self, response: Response, origin: str) -> None:
+        """Without our middleware, the seed request downloads robots.txt
+        itself: take its sitemaps from the body."""
+        self._take_sitemaps(origin, sitemap_urls_from_robots(response.body, base_url=response.url))
+
+    def _robots_seed_failed(self, failure: Failure) -> None:
+        """Our middleware ends a seed request with ``RobotsTxtOnly`` once the
+        origin's sitemaps are announced: that is success. Anything else
+        means this origin seeded nothing."""
+        if not failure.check(RobotsTxtOnly):
+            self._seed_failed(failure.request.url, failure.value)  # type: ignore[attr-defined]
+
+    def _seed_failed(self, robots_url: str, reason: object) -> None:
+        self.crawler.stats.inc_value("robotstxt/sitemaps/seed_failed")
+        logger.info("No sitemaps seeded from %s: %s", robots_url, reason, extra={"spider": self})
 
     def parse(self, response: Response, **kwargs: Any) -> Any:
         """Route a start page by ``sitemap_rules``, as a listed page would be."""
-        for pattern, callback in self._cbs:
+        for pattern, callback in sitemap_callbacks(self):
             if pattern.search(response.url):
                 return None if callback == self.parse else callback(response, **kwargs)
         return None
 
     def robots_sitemaps_found(self, origin: str, sitemaps: list[str], **kwargs: Any) -> None:
         """Schedule the sitemaps of one robots.txt that are new, in scope and
-        under the per-site cap."""
-        stats = self.crawler.stats
-        for url in self._new_in_scope(origin, sitemaps):
-            if self._robots_sitemaps_per_origin[origin] >= self.robots_sitemap_max_per_site:
-                stats.inc_value("robotstxt/sitemaps/over_limit")
-                continue
-            self._robots_sitemaps_per_origin[origin] += 1
-            stats.inc_value("robotstxt/sitemaps/scheduled")
-            self.crawler.engine.crawl(Request(url, callback=self._parse_sitemap))
+        under the per-site cap; relative URLs are resolved against that
+        robots.txt."""
+        self._take_sitemaps(origin, sitemaps, robots_txt_url(origin))
 
-    def _new_in_scope(self, origin: str, sitemaps: Iterable[str]) -> Iterable[str]:
+    def _take_sitemaps(self, origin: str, sitemaps: Iterable[str], base_url: str | None = None) -> None:
         stats = self.crawler.stats
         site = urlsplit(origin).hostname or ""
-        for url in sitemaps:
-            if url in self._robots_sitemaps_seen:
+        for listed in sitemaps:
+            try:
+                url = urljoin(base_url, listed) if base_url else listed
+                host = urlsplit(url).hostname or ""
+            except ValueError:  # e.g. an unclosed IPv6 bracket
+                url, host = listed, ""
+            if url in self._robots_sitemaps_seen or (origin, url) in self._robots_sitemaps_declined:
                 continue
-            self._robots_sitemaps_seen.add(url)
             stats.inc_value("robotstxt/sitemaps/found")
-            if self._in_scope(site, urlsplit(url).hostname or ""):
-                yield url
+            if not url.startswith(("http://", "https://")) or not host:
+                declined = "invalid"
+            elif not self._in_scope(site, host):
+                declined = "out_of_scope"
+            elif self._robots_sitemaps_per_origin[origin] >= self.robots_sitemap_max_per_site:
+                declined = "over_limit"
             else:
-                stats.inc_value("robotstxt/sitemaps/out_of_scope")
-                logger.debug("Sitemap %s of %s is out of scope", url, origin, extra={"spider": self})
+                self._robots_sitemaps_seen.add(url)
+                self._robots_sitemaps_per_origin[origin] += 1
+                stats.inc_value("robotstxt/sitemaps/scheduled")
+                # No dont_filter: with a shared dupefilter (scrapy-redis) a
+                # sitemap another worker already requested is dropped.
+                self.crawler.engine.crawl(Request(url, callback=sitemap_parser(self)))
+                continue
+            self._robots_sitemaps_declined.add((origin, url))
+            stats.inc_value(f"robotstxt/sitemaps/{declined}")
+            logger.debug("Sitemap %s of %s not taken: %s", listed, origin, declined, extra={"spider": self})
 
     def _in_scope(self, site: str, host: str) -> bool:
         if self.robots_sitemap_scope == "any":
@@ -127,6 +181,13 @@ class RobotsSitemapMixin:
             domains = getattr(self, "allowed_domains", None) or [site]
             return any(within(host, domain) for domain in domains)
         return within(host, site) or within(site, host)
+
+
+def robots_txt_url(origin: str) -> str:
+    """The robots.txt URL of an origin (``scheme://host:port``), written
+    without the scheme's default port, as sitemap URLs usually are."""
+    scheme, _, host_port = origin.partition("://")
+    return f"{scheme}://{host_port.removesuffix(f':{DEFAULT_PORTS.get(scheme)}')}/robots.txt"
 
 
 def within(host: str, domain: str) -> bool:

@@ -157,3 +157,56 @@ def test_mixin_needs_sitemapspider():
 
     with pytest.raises(TypeError, match="before SitemapSpider"):
         type("Wrong", (RobotsSitemapMixin, Spider), {"name": "wrong"})
+
+
+def test_mixin_behind_sitemapspider_raises_at_class_creation():
+    with pytest.raises(TypeError, match="before SitemapSpider"):
+
+        class Wrong(SitemapSpider, RobotsSitemapMixin):
+            name = "wrong"
+
+
+@pytest.mark.parametrize("scope", ["site", "any"])
+@pytest_twisted.ensureDeferred
+async def test_relative_sitemaps_are_resolved_against_the_robotstxt_url(sites, scope):
+    (site,) = sites(LoopbackSite())
+    site.pages["/robots.txt"] = robots("User-agent: *\nDisallow:\nSitemap: /sitemap1.xml\nSitemap: sitemap2.xml\n")
+    site.pages["/sitemap1.xml"] = xml(urlset(site, ["/products/1"]))
+    site.pages["/sitemap2.xml"] = xml(urlset(site, ["/products/2"]))
+
+    class Relative(ProductSpider):
+        robots_sitemap_scope = scope
+
+    crawler = await crawl(spider=Relative, robots_sitemap_origins=[site.address])
+    assert sorted(crawler.spider.products) == [site.url("/products/1"), site.url("/products/2")]
+    assert sorted(site.paths()) == ["/products/1", "/products/2", "/robots.txt", "/sitemap1.xml", "/sitemap2.xml"]
+    assert stat(crawler, "robotstxt/sitemaps/scheduled") == 2
+    assert stat(crawler, "log_count/ERROR") is None
+
+
+@pytest.mark.parametrize("declined_by", ["out_of_scope", "over_limit"])
+@pytest_twisted.ensureDeferred
+async def test_a_sitemap_declined_for_one_origin_is_still_crawled_for_the_next(sites, declined_by):
+    first, second = sites(LoopbackSite(), LoopbackSite())
+    shared = second.url("/shared.xml")
+    # The first origin lists the second's sitemap: out of its scope, or (scope
+    # "any", one sitemap per site) after its own. The second origin's
+    # robots.txt answers later and lists it too: there it must be crawled.
+    own = f"Sitemap: {first.url('/own.xml')}\n" if declined_by == "over_limit" else ""
+    first.pages["/robots.txt"] = robots(f"{own}Sitemap: {shared}\n")
+    first.pages["/own.xml"] = xml(urlset(first, ["/products/own"]))
+    second.pages["/robots.txt"] = robots(f"Sitemap: {shared}\n", delay=0.3)
+    second.pages["/shared.xml"] = xml(urlset(second, ["/products/shared"]))
+
+    class Declining(ProductSpider):
+        robots_sitemap_scope = "site" if declined_by == "out_of_scope" else "any"
+        robots_sitemap_max_per_site = 1
+
+    origins = [first.address, second.address]
+    crawler = await crawl(spider=Declining, robots_sitemap_origins=origins)
+    assert second.paths().count("/shared.xml") == 1
+    assert second.url("/products/shared") in crawler.spider.products
+    assert stat(crawler, f"robotstxt/sitemaps/{declined_by}") == 1
+    scheduled = 2 if declined_by == "over_limit" else 1
+    assert stat(crawler, "robotstxt/sitemaps/scheduled") == scheduled
+    assert stat(crawler, "robotstxt/sitemaps/found") == scheduled + 1
