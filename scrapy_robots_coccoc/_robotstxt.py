@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import NamedTuple
-from weakref import ref
 
-from ._ruleset import MEMBER_LINE, RequestRate, Rule, RuleSet, Section, VisitTime, build_ruleset
+from ._ruleset import MEMBER_LINE, RULESETS, RequestRate, Rule, RuleSet, Section, VisitTime, field_line
 from ._urlpattern import path_of
-from ._useragent import agent_of_line, robot_name
+from ._useragent import EXACT, agent_key, robot_name
 
-#: Bytes of a robots.txt that are read; RFC 9309 asks crawlers to read at least 500 KiB.
+#: Bytes of a robots.txt that are read; RFC 9309 §2.5 asks crawlers to read at least 500 KiB.
 MAX_BYTES = 500 * 1024
 
 _BOM = b"\xef\xbb\xbf"
-# Fields are found with bytes.find over the lower-cased file, which runs at C
-# speed over comments, blank lines and the HTML some sites serve; each hit is
-# then checked to stand at the start of its line.
-_USER_AGENT = re.compile(rb"user[- ]?agent[ \t]*:([^\n#]*)")
-_SITEMAP = re.compile(rb"site-?map[ \t]*:[ \t]*([^\n#]*)")
-
-
-def _no_group() -> None:
-    return None
+# Google robots.cc (KeyIsUserAgent) also accepts "useragent" and "user agent";
+# the latter never without its colon, since that line would have three words.
+_USER_AGENT = re.compile(
+    rb"\n[ \t]*(?:user[- ]?agent[ \t]*:|user-?agent[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*([^\n#]*)",
+    re.IGNORECASE,
+)
+# Google robots.cc (KeyIsSitemap) also accepts "site-map".
+_SITEMAP = re.compile(field_line(rb"site-?map"), re.IGNORECASE)
 
 
 class Decision(NamedTuple):
@@ -39,66 +36,75 @@ class Decision(NamedTuple):
 class RobotsTxt:
     """A parsed robots.txt. Build it with :meth:`parse`; it never raises."""
 
-    __slots__ = ("_chosen", "_groups", "sitemaps")
+    __slots__ = ("_chosen", "_groups", "sitemaps", "truncated")
 
-    def __init__(self, groups: dict[str, tuple[Section, ...]], sitemaps: list[str]) -> None:
-        # Agent value -> the raw sections of every group naming it. Rule sets
-        # are built from them on demand and kept in a bounded cache shared by
-        # all files, so a crawl holding 100,000 robots.txt files keeps them
-        # compact and only the origins being crawled expanded.
+    def __init__(
+        self, groups: dict[str, tuple[Section, ...] | RuleSet], sitemaps: list[str], truncated: bool = False
+    ) -> None:
+        # Group key (see agent_key) -> the raw sections of every group naming
+        # it, replaced by their RuleSet the first time a robot obeys it: only
+        # the groups a crawl uses are ever expanded, once per file.
         self._groups = groups
-        # The last robot asked about and a weak reference to its RuleSet.
-        self._chosen: tuple[str, Callable[[], RuleSet | None]] = ("", _no_group)
+        # The last robot asked about and the RuleSet it obeys.
+        self._chosen: tuple[str | None, RuleSet | None] = (None, None)
         #: Sitemap URLs in file order, duplicates removed.
         self.sitemaps: list[str] = sitemaps
+        #: Whether the body was longer than MAX_BYTES, so only its first
+        #: 500 KiB (up to the last whole line) were read.
+        self.truncated = truncated
 
     @classmethod
     def parse(cls, body: bytes | str) -> RobotsTxt:
-        """Parse a robots.txt body; bytes are UTF-8, only the first 500 KiB count."""
+        """Parse a robots.txt body; bytes are UTF-8, only the first 500 KiB count.
+
+        Time is linear in the body's size: the regular expressions skip from
+        line to line at C speed and each line is looked at a bounded number
+        of times, whatever the body holds.
+        """
         if isinstance(body, str):
             body = body.encode("utf-8", "surrogatepass")
-        body = body[:MAX_BYTES]
+        truncated = len(body) > MAX_BYTES
+        if truncated:
+            body = _cut(body)
         if body.startswith(_BOM):
             body = body[len(_BOM) :]
         if b"\r" in body:
             body = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lower = body.lower()
+        # Every line, the first included, is led by a newline.
+        text = b"\n" + body
         groups: dict[str, list[Section]] = {}
-        agent_lines = _field_lines(lower, b"user", _USER_AGENT)
-        run: list[str] = []
+        agent_lines = list(_USER_AGENT.finditer(text))
+        run: dict[str, None] = {}
         starts_run = True
         newlines, counted_to = 0, 0
-        for index, (line_end, match) in enumerate(agent_lines):
+        for index, match in enumerate(agent_lines):
             if starts_run:
-                run = []
-            agent = agent_of_line(match.group(1))
-            if agent and agent not in run:
-                run.append(agent)
-                groups.setdefault(agent, [])
-            next_start = agent_lines[index + 1][1].start() if index + 1 < len(agent_lines) else len(body)
-            # A User-agent line after a member line starts a new group.
-            starts_run = MEMBER_LINE.search(lower, line_end, next_start) is not None
+                run = {}
+            key = agent_key(match[1])
+            if key is not None:
+                run[key] = None
+            line_end = match.end()
+            next_start = agent_lines[index + 1].start() if index + 1 < len(agent_lines) else len(text)
+            # A User-agent line after a member line starts a new group; the
+            # search covers only the lines up to the next User-agent line.
+            starts_run = MEMBER_LINE.search(text, line_end, next_start) is not None
             if starts_run and run:
-                newlines += body.count(b"\n", counted_to, line_end)
+                newlines += text.count(b"\n", counted_to, line_end)
                 counted_to = line_end
-                section = (newlines + 1, body[line_end:next_start])
-                for name in run:
-                    groups[name].append(section)
-        sitemaps = {
-            body[match.start(1) : match.end(1)].strip().decode("utf-8", "replace"): None
-            for _, match in _field_lines(lower, b"site", _SITEMAP)
-        }
+                section = (newlines, text[line_end:next_start])
+                for key in run:
+                    groups.setdefault(key, []).append(section)
+        sitemaps = dict.fromkeys(value.strip().decode("utf-8", "replace") for _, value in _SITEMAP.findall(text))
         sitemaps.pop("", None)
-        return cls({agent: tuple(sections) for agent, sections in groups.items()}, list(sitemaps))
+        return cls({key: tuple(sections) for key, sections in groups.items()}, list(sitemaps), truncated)
 
     def allowed(self, url: str, user_agent: str) -> bool:
         """Return whether the robot named by *user_agent* may fetch *url*."""
-        chosen_for, ruleset_ref = self._chosen
-        ruleset = ruleset_ref() if chosen_for == user_agent else None
-        if ruleset is None:
+        chosen_for, ruleset = self._chosen
+        if chosen_for != user_agent:
             ruleset = self.group_for(user_agent)
-            if ruleset is None:
-                return True
+        if ruleset is None:
+            return True
         path = path_of(url)
         found = ruleset.match(path)
         return found is None or found[0] or path == "/robots.txt"
@@ -113,16 +119,31 @@ class RobotsTxt:
         return Decision(rule is None or rule.allow, group.agent, rule)
 
     def group_for(self, user_agent: str) -> RuleSet | None:
-        """Return the rules the robot obeys: the group whose agent value is the
-        longest prefix of its name, else ``*``, else None."""
-        name = robot_name(user_agent)
-        agent = next((name[:end] for end in range(len(name), 0, -1) if name[:end] in self._groups), "*")
-        if agent not in self._groups:
-            self._chosen = (user_agent, _no_group)
-            return None
-        ruleset = build_ruleset(agent, self._groups[agent])
-        self._chosen = (user_agent, ref(ruleset))
+        """Return the rules the robot obeys: the group with the longest agent
+        value matching its name, else ``*``, else None."""
+        key = self._key_for(robot_name(user_agent))
+        ruleset = None
+        if key is not None:
+            group = self._groups[key]
+            if isinstance(group, RuleSet):
+                ruleset = group
+            else:
+                ruleset = self._groups[key] = RULESETS.get(key.removeprefix(EXACT), group)
+        self._chosen = (user_agent, ruleset)
         return ruleset
+
+    def _key_for(self, name: str) -> str | None:
+        groups = self._groups
+        # A value that is not a plain token matches only the robot of that very
+        # name, and is longer than any prefix of it.
+        if EXACT + name in groups:
+            return EXACT + name
+        # A token value matches every robot whose name it is a prefix of
+        # (SPEC.md); the longest one wins, "*" only when none matches.
+        for end in range(len(name), 0, -1):
+            if name[:end] in groups:
+                return name[:end]
+        return "*" if "*" in groups else None
 
     def crawl_delay(self, user_agent: str) -> float | None:
         """Return the Crawl-delay of the robot's group in seconds, as written."""
@@ -140,16 +161,10 @@ class RobotsTxt:
         return None if group is None else group.visit_time
 
 
-def _field_lines(lower: bytes, word: bytes, field: re.Pattern[bytes]) -> list[tuple[int, re.Match[bytes]]]:
-    """Return (end of line, match) for each line that starts with *field*."""
-    found = []
-    pos = lower.find(word)
-    while pos >= 0:
-        line_start = lower.rfind(b"\n", 0, pos) + 1
-        if pos == line_start or not lower[line_start:pos].strip():
-            match = field.match(lower, pos)
-            if match:
-                line_end = lower.find(b"\n", pos)
-                found.append((len(lower) if line_end < 0 else line_end, match))
-        pos = lower.find(word, pos + 1)
-    return found
+def _cut(body: bytes) -> bytes:
+    """Return the first MAX_BYTES of *body* without the line the limit cuts:
+    ``Allow: /public`` cut to ``Allow: /`` would open the whole site."""
+    if body[MAX_BYTES] in b"\r\n":
+        return body[:MAX_BYTES]
+    head = body[:MAX_BYTES]
+    return head[: max(head.rfind(b"\n"), head.rfind(b"\r")) + 1]

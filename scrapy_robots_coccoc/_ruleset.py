@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections import OrderedDict
 from datetime import time
-from functools import lru_cache
 from typing import NamedTuple
 
 from ._urlpattern import Matcher, pattern_from_bytes
@@ -24,10 +24,13 @@ class Rule(NamedTuple):
 
 
 class RequestRate(NamedTuple):
-    """``Request-rate: 1/5`` of the extended standard: *requests* per *seconds*."""
+    """``Request-rate: 1/5`` of the extended standard: *requests* per *seconds*,
+    only between *start* and *end* (UTC) when a window follows (``1/10s 0600-0845``)."""
 
     requests: int
     seconds: float
+    start: time | None = None
+    end: time | None = None
 
 
 class VisitTime(NamedTuple):
@@ -43,25 +46,40 @@ Section = tuple[int, bytes]
 
 _ALLOW, _DISALLOW, _CRAWL_DELAY, _REQUEST_RATE, _VISIT_TIME = range(5)
 MEMBER_FIELDS = {
-    b"Allow": _ALLOW,
-    b"Disallow": _DISALLOW,
-    b"Crawl-delay": _CRAWL_DELAY,
     b"allow": _ALLOW,
     b"disallow": _DISALLOW,
+    # Google robots.cc (KeyIsDisallow) accepts these misspellings of disallow.
     b"dissallow": _DISALLOW,
+    b"dissalow": _DISALLOW,
     b"disalow": _DISALLOW,
+    b"diasllow": _DISALLOW,
+    b"disallaw": _DISALLOW,
     b"crawl-delay": _CRAWL_DELAY,
     b"crawldelay": _CRAWL_DELAY,
     b"request-rate": _REQUEST_RATE,
     b"visit-time": _VISIT_TIME,
 }
-# A member line: the leading newline is a literal that lets the regular
-# expression engine skip from line to line at C speed.
-MEMBER_LINE = re.compile(
-    rb"\n[ \t]*(%s)[ \t]*:[ \t]*([^#\n]*)" % b"|".join(re.escape(f) for f in MEMBER_FIELDS), re.IGNORECASE
-)
-_MAX_PREFILTER = 64
+# The spellings met most, looked up before lower-casing.
+MEMBER_FIELDS.update({field.capitalize(): kind for field, kind in MEMBER_FIELDS.items()})
+MEMBER_FIELDS[b"Crawl-Delay"] = _CRAWL_DELAY
+
+
+def field_line(fields: bytes) -> bytes:
+    """Return the regular expression of a line holding one of *fields* and its value.
+
+    Field names are compared whole (``Disallowed:`` is no Disallow line). The
+    colon may be missing when white space separates the name from a value of
+    a single word, as Google robots.cc (GetKeyAndValueFrom) accepts:
+    ``disallow /``. The leading newline is a literal that lets the regular
+    expression engine skip from line to line at C speed.
+    """
+    return rb"\n[ \t]*(" + fields + rb")(?:[ \t]*:|[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*([^#\n]*)"
+
+
+MEMBER_LINE = re.compile(field_line(b"|".join(re.escape(f) for f in MEMBER_FIELDS if f.islower())), re.IGNORECASE)
+_PREFILTER_MAX = 64
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_WINDOW = re.compile(r"(\d{1,2}):?(\d\d)\s*(?:-|\s)\s*(\d{1,2}):?(\d\d)")
 
 
 class RuleSet:
@@ -75,7 +93,6 @@ class RuleSet:
     """
 
     __slots__ = (
-        "__weakref__",
         "_lengths",
         "_plain",
         "_prefixes",
@@ -94,7 +111,7 @@ class RuleSet:
         self.request_rate: RequestRate | None = None
         self.visit_time: VisitTime | None = None
         plain: dict[str, bool] = {}
-        wildcards: list[tuple[int, bool, str, str, Matcher]] = []
+        wildcards: list[tuple[int, bool, Matcher]] = []
         for _, chunk in sections:
             for field, value in MEMBER_LINE.findall(chunk):
                 kind = MEMBER_FIELDS.get(field)
@@ -102,24 +119,26 @@ class RuleSet:
                     kind = MEMBER_FIELDS[field.lower()]
                 value = value.rstrip()
                 if not value:
+                    # An empty Disallow allows everything; an empty Allow is ignored.
                     continue
                 if kind > _DISALLOW:
                     self._read_extension(kind, value.decode("ascii", "replace"))
                     continue
-                pattern = pattern_from_bytes(value)
+                pattern = compile_pattern(value)
                 allow = kind == _ALLOW
-                if "*" in pattern or pattern[-1] == "$":
-                    literal = pattern.split("*", 1)[0].removesuffix("$")
-                    wildcards.append((len(pattern), allow, pattern, literal, Matcher(pattern)))
-                elif allow or pattern not in plain:
-                    plain[pattern] = allow
+                if isinstance(pattern, str):
+                    if allow or pattern not in plain:
+                        plain[pattern] = allow
+                else:
+                    wildcards.append((len(pattern.pattern), allow, pattern))
+        # Longest first, and Allow before Disallow of the same length (RFC 9309 §2.2.2).
         wildcards.sort(key=lambda w: (w[0], w[1]), reverse=True)
         self._plain = plain
         self._wildcards = wildcards
         self._lengths = sorted({len(p) for p in plain}, reverse=True)
-        prefixes = tuple(plain) + tuple({w[3] for w in wildcards})
+        prefixes = (*plain, *{w[2].literal for w in wildcards})
         # One startswith over many prefixes costs more than it saves.
-        self._prefixes = prefixes if len(prefixes) <= _MAX_PREFILTER else ("",)
+        self._prefixes = prefixes if len(prefixes) <= _PREFILTER_MAX else ("",)
 
     def _read_extension(self, kind: int, text: str) -> None:
         if kind == _CRAWL_DELAY:
@@ -145,11 +164,11 @@ class RuleSet:
                 if allow is not None:
                     best, best_length = (allow, path[:length]), length
                     break
-        for length, allow, pattern, literal, matcher in self._wildcards:
+        for length, allow, matcher in self._wildcards:
             if length < best_length or (length == best_length and (best[0] or not allow)):  # type: ignore[index]
                 break
-            if matcher.needle in path and path.startswith(literal) and matcher.matches(path):
-                return allow, pattern
+            if matcher.needle in path and matcher.matches(path):
+                return allow, matcher.pattern
         return best
 
     def decide(self, path: str) -> Rule | None:
@@ -169,12 +188,70 @@ class RuleSet:
                         return number
         return 0
 
+    def footprint(self) -> int:
+        """Roughly the bytes this rule set holds, for caches bounded in bytes."""
+        return 400 + 120 * (len(self._plain) + len(self._wildcards)) + sum(len(c) for _, c in self._sections)
 
-@lru_cache(maxsize=256)
-def build_ruleset(agent: str, sections: tuple[Section, ...]) -> RuleSet:
-    """Return the RuleSet of these sections. The most recently used ones are
-    kept, keyed by content, so identical groups of different files share one."""
-    return RuleSet(agent, sections)
+
+_PATTERNS: dict[bytes, str | Matcher] = {}
+_PATTERNS_MAX = 8192
+_PATTERN_CACHED_BYTES = 256
+
+
+def compile_pattern(value: bytes) -> str | Matcher:
+    """Return a rule value in the normal form: a str when it is a plain
+    prefix, else a Matcher. Each distinct value is compiled once while it is
+    in a cache of at most 8,192 values of at most 256 bytes (so bounded in
+    bytes); a full cache is emptied, not scanned, so its cost stays flat."""
+    found = _PATTERNS.get(value)
+    if found is not None:
+        return found
+    pattern = pattern_from_bytes(value)
+    compiled: str | Matcher = Matcher(pattern) if "*" in pattern or pattern[-1] == "$" else pattern
+    if len(value) <= _PATTERN_CACHED_BYTES:
+        if len(_PATTERNS) >= _PATTERNS_MAX:
+            _PATTERNS.clear()
+        _PATTERNS[value] = compiled
+    return compiled
+
+
+class RuleSetCache:
+    """Rule sets keyed by content, so that identical groups of different files
+    share one, least recently used first out once *budget* bytes are held.
+
+    Each RobotsTxt keeps the rule sets it built, so a crawl with more sites
+    than this cache holds rebuilds nothing: the cache only shares.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.held = 0
+        self._entries: OrderedDict[tuple[str, tuple[Section, ...]], tuple[RuleSet, int]] = OrderedDict()
+
+    def get(self, agent: str, sections: tuple[Section, ...]) -> RuleSet:
+        """Return the RuleSet of *sections*, built now unless one is held."""
+        key = (agent, sections)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            return entry[0]
+        ruleset = RuleSet(agent, sections)
+        size = ruleset.footprint()
+        if size <= self.budget:
+            self._entries[key] = (ruleset, size)
+            self.held += size
+            while self.held > self.budget:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.held -= dropped
+        return ruleset
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.held = 0
+
+
+#: Shared by every RobotsTxt of the process.
+RULESETS = RuleSetCache(16 * 1024 * 1024)
 
 
 def parse_delay(text: str) -> float | None:
@@ -187,8 +264,10 @@ def parse_delay(text: str) -> float | None:
 
 
 def parse_request_rate(text: str) -> RequestRate | None:
-    """Return ``n/m`` (``m`` may end in s, m, h or d) as a RequestRate, or None."""
-    requests, slash, period = text.partition("/")
+    """Return ``n/m`` (``m`` may end in s, m, h or d), optionally followed by a
+    ``HHMM-HHMM`` window (extended standard), as a RequestRate, or None."""
+    rate, _, window = text.strip().partition(" ")
+    requests, slash, period = rate.partition("/")
     period = period.strip().lower()
     unit = _SECONDS_PER_UNIT.get(period[-1:], 0)
     if unit:
@@ -199,19 +278,16 @@ def parse_request_rate(text: str) -> RequestRate | None:
         return None
     if not slash or count <= 0 or not (math.isfinite(seconds) and seconds > 0):
         return None
-    return RequestRate(count, seconds)
+    hours = parse_visit_time(window) if window else None
+    return RequestRate(count, seconds, *hours) if hours else RequestRate(count, seconds)
 
 
 def parse_visit_time(text: str) -> VisitTime | None:
-    """Return ``HHMM-HHMM`` as a VisitTime, or None."""
-    start, dash, end = text.replace(" ", "").partition("-")
+    """Return ``HHMM-HHMM`` (or ``HHMM HHMM``, as Protego reads it) as a VisitTime, or None."""
+    found = _WINDOW.fullmatch(text.strip())
+    if found is None:
+        return None
     try:
-        return VisitTime(_parse_hhmm(start), _parse_hhmm(end)) if dash else None
+        return VisitTime(time(int(found[1]), int(found[2])), time(int(found[3]), int(found[4])))
     except ValueError:
         return None
-
-
-def _parse_hhmm(text: str) -> time:
-    if len(text) != 4 or not text.isdigit():
-        raise ValueError(text)
-    return time(int(text[:2]), int(text[2:]))

@@ -1,4 +1,4 @@
-"""Robot names: the product token of a robot, and of a ``User-agent`` line."""
+"""Robot names: the name a robot goes by, and the agent a ``User-agent`` line names."""
 
 from __future__ import annotations
 
@@ -6,40 +6,65 @@ import re
 import sys
 from functools import lru_cache
 
-_TOKEN = re.compile(r"[a-z0-9_-]+")
-_LINE_AGENT = re.compile(rb"[ \t]*(\*|[a-z0-9_-]*)")
-_URL = re.compile(r"\S*://\S*")
-_ROBOT_HINT = re.compile(r"bot|crawl|spider|slurp|archiver")
-_BROWSER_TOKENS = frozenset(
-    {"mozilla", "compatible", "applewebkit", "khtml", "like", "gecko", "chrome", "safari", "version", "mobile"}
-)
+# RFC 9110 §5.6.2 token characters: what a product token is made of.
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_COMPATIBLE = re.compile(r"\(\s*compatible\s*;\s*(" + _TOKEN + ")", re.IGNORECASE)
+_FIRST_TOKEN = re.compile(_TOKEN)
+# RFC 9309 §2.2.1: the product token ends at white space, "/" (its version),
+# "(" (a comment), and ";" or "," (sites listing several robots on one line).
+_AGENT_WORD = re.compile(rb"[^\s/(;,]*")
+# A value made only of these (plus one trailing "*") names a robot and all
+# the robots whose names it is a prefix of.
+_PREFIX_WORD = re.compile(r"([a-z0-9_-]+)\*?")
+_SHORT_WORD = 64
+
+#: Group keys of agent values that only a robot with exactly that name obeys
+#: (``s~snapchat-proxy``) start with this, which no robot name contains.
+EXACT = " "
 
 
-def agent_of_line(value: bytes) -> str:
-    """Return the agent a ``User-agent`` value names: ``*``, or its leading
-    product token in lower case (``coccocbot-web/1.0`` names ``coccocbot-web``);
-    an empty string when it names none."""
-    token = _LINE_AGENT.match(value.lower())[1]  # type: ignore[index]
-    return sys.intern(token.decode("ascii"))
+def agent_key(value: bytes) -> str | None:
+    """Return the group key of a ``User-agent`` value, or None when it names no robot.
 
-
-@lru_cache(maxsize=1024)
-def robot_name(user_agent: str) -> str:
-    """Return the robot's product token, in lower case.
-
-    A bare token (``coccocbot-web``) is its own name. In a full User-Agent
-    header (``Mozilla/5.0 (compatible; coccocbot-web/1.0; +http://…)``) the
-    name is the first token that looks like a robot's, else the first one
-    that is not a browser's.
+    ``*`` is the catch-all group; a product token made of ``[a-z0-9_-]``
+    (``Googlebot/2.1``, ``coccocbot*``) is itself, matched by prefix; any other
+    word (``Go!Zilla``, ``*WordPress*``) is ``EXACT`` plus the word, matched by
+    equality only, so that cutting a value never makes it more general than
+    what the site wrote.
     """
-    text = _URL.sub(" ", user_agent.lower())
-    tokens = [t for t in _TOKEN.findall(text) if not t.isdigit()]
-    if not tokens:
-        return ""
-    for token in tokens:
-        if _ROBOT_HINT.search(token):
-            return token
-    for token in tokens:
-        if token not in _BROWSER_TOKENS:
-            return token
-    return tokens[0]
+    word = _AGENT_WORD.match(value.lstrip())[0]  # type: ignore[index]
+    if not word:
+        return None
+    return _key_of_word(word) if len(word) <= _SHORT_WORD else _key(word)
+
+
+@lru_cache(maxsize=4096)
+def _key_of_word(word: bytes) -> str:
+    # Agent values repeat across files (Googlebot, *): keep their keys.
+    return sys.intern(_key(word))
+
+
+def _key(word: bytes) -> str:
+    text = word.decode("utf-8", "replace").lower()
+    if text == "*":
+        return text
+    prefix = _PREFIX_WORD.fullmatch(text)
+    return prefix[1] if prefix else EXACT + text
+
+
+@lru_cache(maxsize=256)
+def robot_name(user_agent: str) -> str:
+    """Return the robot's name, in lower case.
+
+    The product token of the first ``(compatible; name/…)`` comment, wherever
+    it stands (Googlebot's smartphone header puts it last), else the header's
+    first product token: ``coccocbot-web`` for ``coccocbot-web``,
+    ``Mozilla/5.0 (compatible; coccocbot-web/1.1; +http://…)`` or
+    ``coccocbot-web/1.1``; ``mozilla`` for a plain browser header; ``scrapy``
+    for Scrapy's default; ``figtree`` for ``FigTree Robot libwww-perl/5.04``.
+    """
+    found = _COMPATIBLE.search(user_agent)
+    if found:
+        return found[1].lower()
+    first = _FIRST_TOKEN.search(user_agent)
+    return first[0].lower() if first else ""
