@@ -16,7 +16,7 @@ from scrapy.utils.sitemap import sitemap_urls_from_robots
 
 from ._compat import sitemap_callbacks, sitemap_parser
 from .exceptions import RobotsTxtOnly
-from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of
+from .origins import DEFAULT_PORTS, origin_of
 from .signals import robotstxt_sitemaps_found
 
 if TYPE_CHECKING:
@@ -93,25 +93,25 @@ class RobotsSitemapMixin(_MixinBase):
         for url in self.start_urls:
             yield Request(url, dont_filter=True)
         for origin in self.robots_sitemap_origins:
-            seed = self._robots_seed(urljoin(origin if "://" in origin else f"https://{origin}", "/robots.txt"))
+            seed = self._robots_seed(origin if "://" in origin else f"https://{origin}")
             if seed is not None:
                 yield seed
 
-    def _robots_seed(self, robots_url: str) -> Request | None:
+    def _robots_seed(self, site_url: str) -> Request | None:
         """A request that makes the middleware fetch the site's robots.txt
         (and so announce its sitemaps) without downloading anything itself;
         None for a URL no site can answer."""
-        request = Request(
-            robots_url,
-            callback=self._robots_seeded,
-            errback=self._robots_seed_failed,
-            meta={"robotstxt_only": True},
-            dont_filter=True,
-        )
         try:
+            request = Request(
+                urljoin(site_url, "/robots.txt"),
+                callback=self._robots_seeded,
+                errback=self._robots_seed_failed,
+                meta={"robotstxt_only": True},
+                dont_filter=True,
+            )
             request.cb_kwargs["origin"] = origin_of(request)
-        except InvalidOrigin as exc:
-            self._seed_failed(robots_url, exc)
+        except ValueError as exc:  # InvalidOrigin, or a URL urljoin cannot even split
+            self._seed_failed(site_url, exc)
             return None
         return request
 

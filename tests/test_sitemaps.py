@@ -4,6 +4,8 @@ SitemapSpider, each requested once, robots.txt fetched once per origin."""
 from __future__ import annotations
 
 import gzip
+import logging
+import shutil
 
 import pytest
 import pytest_twisted
@@ -13,6 +15,7 @@ from scrapy_robots_coccoc import RobotsSitemapMixin
 
 from .crawling import crawl, stat
 from .sites import LoopbackSite, Page, robots
+from .test_redis import free_port, redis_server  # noqa: F401 (a fixture)
 
 LISTED = ["/products/1", "/products/2", "/products/secret/3", "/about"]
 LISTED_GZ = ["/products/4", "/blog/5"]
@@ -90,6 +93,7 @@ async def test_sitemap_seeded_spider_fetches_robotstxt_once_where_scrapy_fetches
     crawler = await crawl(spider=ProductSpider, robots_sitemap_origins=[site.address])
     assert site.paths()[0] == "/robots.txt"
     assert_shop_crawled(site, other, crawler.spider)
+    assert stat(crawler, "robotstxt/sitemaps/seed_failed") is None  # RobotsTxtOnly ends a seed well
 
     # The same crawl the way Scrapy offers it: SitemapSpider with robots.txt
     # in sitemap_urls, under Scrapy's own middleware.
@@ -210,3 +214,86 @@ async def test_a_sitemap_declined_for_one_origin_is_still_crawled_for_the_next(s
     scheduled = 2 if declined_by == "over_limit" else 1
     assert stat(crawler, "robotstxt/sitemaps/scheduled") == scheduled
     assert stat(crawler, "robotstxt/sitemaps/found") == scheduled + 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_without_our_middleware_the_seed_request_reads_robotstxt_itself(sites):
+    site, other = sites(LoopbackSite(), LoopbackSite())
+    shop(site, other)
+    crawler = await crawl(
+        {"ROBOTSTXT_OBEY": False, "DOWNLOADER_MIDDLEWARES": {}},
+        spider=ProductSpider,
+        robots_sitemap_origins=[site.address],
+    )
+    # Not obeyed now: the disallowed product is crawled too.
+    assert sorted(crawler.spider.products) == [site.url(f"/products/{i}") for i in (1, 2, 4)] + [
+        site.url("/products/secret/3")
+    ]
+    assert site.paths().count("/robots.txt") == 1
+    assert stat(crawler, "robotstxt/sitemaps/scheduled") == 1
+    assert stat(crawler, "robotstxt/sitemaps/seed_failed") is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_seed_whose_robotstxt_does_not_answer_is_logged_and_counted(caplog):
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    with caplog.at_level(logging.INFO, logger="scrapy_robots_coccoc.sitemaps"):
+        crawler = await crawl(spider=ProductSpider, robots_sitemap_origins=[closed, "http://[::1", "http://127.0.0.1:0"])
+    assert stat(crawler, "robotstxt/sitemaps/seed_failed") == 3
+    messages = [r.getMessage() for r in caplog.records if r.name == "scrapy_robots_coccoc.sitemaps"]
+    assert any(f"No sitemaps seeded from {closed}/robots.txt" in m for m in messages), messages
+    assert any("No sitemaps seeded from http://[::1: Invalid IPv6 URL" in m for m in messages), messages
+    assert any("No sitemaps seeded from http://127.0.0.1:0: invalid port" in m for m in messages), messages
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_listed_sitemap_a_sitemap_index_also_lists_is_fetched_once(sites):
+    # Scheduled without dont_filter, so the dupefilter (scrapy-redis's shared
+    # one across workers) drops the second request for it.
+    site, other = sites(LoopbackSite(), LoopbackSite())
+    shop(site, other)
+    site.pages["/robots.txt"] = robots(
+        f"Sitemap: {site.url('/sitemap_index.xml')}\nSitemap: {site.url('/sitemap1.xml')}\n"
+    )
+    crawler = await crawl(spider=ProductSpider, robots_sitemap_origins=[site.address])
+    assert site.paths().count("/sitemap1.xml") == 1
+    assert stat(crawler, "robotstxt/sitemaps/scheduled") == 2
+    assert stat(crawler, "dupefilter/filtered") == 1
+
+
+@pytest.mark.xfail(
+    strict=True, reason="until the middleware stops answering robotstxt_only with a Response the cache stores"
+)
+@pytest_twisted.ensureDeferred
+async def test_http_cache_keeps_sitemap_seeded_crawls_working(sites, tmp_path):
+    site, other = sites(LoopbackSite(), LoopbackSite())
+    shop(site, other)
+    cache = {"HTTPCACHE_ENABLED": True, "HTTPCACHE_DIR": str(tmp_path)}
+    first = await crawl(cache, spider=ProductSpider, robots_sitemap_origins=[site.address])
+    assert_shop_crawled(site, other, first.spider)
+    site.log.clear()
+    second = await crawl(cache, spider=ProductSpider, robots_sitemap_origins=[site.address])
+    assert sorted(second.spider.products) == sorted(first.spider.products)
+    assert stat(second, "robotstxt/sitemaps/scheduled") == 1
+    assert site.paths() == []  # all of it came from the cache
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
+@pytest_twisted.ensureDeferred
+async def test_scrapy_redis_workers_share_the_sitemaps_they_requested(sites, redis_server):  # noqa: F811
+    site, other = sites(LoopbackSite(), LoopbackSite())
+    shop(site, other)
+    cluster = {
+        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+        "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+        "SCHEDULER_PERSIST": True,
+        "REDIS_URL": redis_server.url,
+    }
+    first = await crawl(cluster, spider=ProductSpider, robots_sitemap_origins=[site.address])
+    assert_shop_crawled(site, other, first.spider)
+    # A second worker (its own robots.txt state here) is announced the same
+    # sitemaps and schedules them; the shared dupefilter drops them.
+    second = await crawl(cluster, spider=ProductSpider, robots_sitemap_origins=[site.address])
+    assert stat(second, "robotstxt/sitemaps/scheduled") == 1
+    assert second.spider.products == []
+    assert site.paths().count("/sitemap_index.xml") == 1
