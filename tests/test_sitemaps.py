@@ -174,7 +174,9 @@ def test_mixin_behind_sitemapspider_raises_at_class_creation():
 @pytest_twisted.ensureDeferred
 async def test_relative_sitemaps_are_resolved_against_the_robotstxt_url(sites, scope):
     (site,) = sites(LoopbackSite())
-    site.pages["/robots.txt"] = robots("User-agent: *\nDisallow:\nSitemap: /sitemap1.xml\nSitemap: sitemap2.xml\n")
+    site.pages["/robots.txt"] = robots(
+        "User-agent: *\nDisallow:\nSitemap: /sitemap1.xml\nSitemap: sitemap2.xml\nSitemap: file:///etc/passwd\n"
+    )
     site.pages["/sitemap1.xml"] = xml(urlset(site, ["/products/1"]))
     site.pages["/sitemap2.xml"] = xml(urlset(site, ["/products/2"]))
 
@@ -185,6 +187,7 @@ async def test_relative_sitemaps_are_resolved_against_the_robotstxt_url(sites, s
     assert sorted(crawler.spider.products) == [site.url("/products/1"), site.url("/products/2")]
     assert sorted(site.paths()) == ["/products/1", "/products/2", "/robots.txt", "/sitemap1.xml", "/sitemap2.xml"]
     assert stat(crawler, "robotstxt/sitemaps/scheduled") == 2
+    assert stat(crawler, "robotstxt/sitemaps/invalid") == 1  # only http(s) sitemaps, whatever the scope
     assert stat(crawler, "log_count/ERROR") is None
 
 
@@ -238,7 +241,9 @@ async def test_without_our_middleware_the_seed_request_reads_robotstxt_itself(si
 async def test_a_seed_whose_robotstxt_does_not_answer_is_logged_and_counted(caplog):
     closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     with caplog.at_level(logging.INFO, logger="scrapy_robots_coccoc.sitemaps"):
-        crawler = await crawl(spider=ProductSpider, robots_sitemap_origins=[closed, "http://[::1", "http://127.0.0.1:0"])
+        crawler = await crawl(
+            spider=ProductSpider, robots_sitemap_origins=[closed, "http://[::1", "http://127.0.0.1:0"]
+        )
     assert stat(crawler, "robotstxt/sitemaps/seed_failed") == 3
     messages = [r.getMessage() for r in caplog.records if r.name == "scrapy_robots_coccoc.sitemaps"]
     assert any(f"No sitemaps seeded from {closed}/robots.txt" in m for m in messages), messages
