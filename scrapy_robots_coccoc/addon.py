@@ -1,0 +1,64 @@
+"""The Scrapy add-on: ``ADDONS = {"scrapy_robots_coccoc.Addon": 0}`` obeys
+robots.txt with this package instead of Scrapy's own middleware."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as StockRobotsTxtMiddleware
+
+from .fetcher import RobotsTxtBodyMiddleware
+from .middleware import RobotsTxtMiddleware
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from typing_extensions import Self
+
+logger = logging.getLogger(__name__)
+
+STOCK_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+
+#: Where Scrapy puts its own RobotsTxtMiddleware: before every other
+#: downloader middleware sees a request.
+MIDDLEWARE_PRIORITY = 100
+#: Nearer the downloader than HttpCompressionMiddleware (590), so that a
+#: robots.txt body is bounded before anything inflates it.
+BODY_MIDDLEWARE_PRIORITY = 595
+
+
+class Addon:
+    """Replace Scrapy's ``RobotsTxtMiddleware`` with ours and obey robots.txt.
+
+    ``ROBOTSTXT_OBEY`` is set to ``True`` at add-on priority, so a value the
+    project or spider set wins: with ``ROBOTSTXT_OBEY = False`` the add-on is
+    inert (our middlewares disable themselves) and says so in one INFO line.
+    A priority the project gave our middlewares (``None`` to disable one) is
+    kept; Scrapy's middleware is always disabled, as two robots.txt
+    middlewares would fetch every robots.txt twice.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def update_settings(self, settings: BaseSettings) -> None:
+        settings.set("ROBOTSTXT_OBEY", True, priority="addon")
+        name = "DOWNLOADER_MIDDLEWARES"
+        # Disabled by the import path that DOWNLOADER_MIDDLEWARES_BASE uses:
+        # Scrapy 2.13 merges the base by key, so a class key would leave it on.
+        middlewares = settings.getdict(name)
+        middlewares.pop(StockRobotsTxtMiddleware, None)
+        middlewares[STOCK_MIDDLEWARE] = None
+        settings.set(name, middlewares, priority=settings.getpriority(name) or 0)
+        settings.setdefault_in_component_priority_dict(name, RobotsTxtMiddleware, MIDDLEWARE_PRIORITY)
+        settings.setdefault_in_component_priority_dict(name, RobotsTxtBodyMiddleware, BODY_MIDDLEWARE_PRIORITY)
+        if not settings.getbool("ROBOTSTXT_OBEY"):
+            logger.info(
+                "ROBOTSTXT_OBEY is False: scrapy_robots_coccoc.Addon leaves robots.txt unobeyed",
+                extra={"crawler": self.crawler},
+            )
