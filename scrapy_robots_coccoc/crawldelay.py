@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from inspect import isawaitable
 from typing import TYPE_CHECKING
 
 from scrapy import signals
@@ -59,7 +60,7 @@ class CrawlDelays:
         """Return the delay a Crawl-delay asks for, capped; 0 for none."""
         return 0.0 if crawl_delay is None else min(crawl_delay, self._max_delay)
 
-    def apply(self, request: Request, origin: str, crawl_delay: float | None) -> float:
+    async def turn(self, request: Request, origin: str, crawl_delay: float | None) -> float:
         """Make *request* honour the origin's Crawl-delay; return how many
         seconds it must wait before it goes to the downloader (0 when its
         slot's delay paces it)."""
@@ -67,6 +68,8 @@ class CrawlDelays:
         if not delay:
             return 0.0
         start = self._store.reserve(origin, delay + self.SHARED_MARGIN)
+        if isawaitable(start):
+            start = await start
         if start is not None:
             self._announce(origin, crawl_delay, delay)
             return max(0.0, start - time.time())

@@ -12,6 +12,7 @@ SETTINGS: dict[str, Any] = {
     "DOWNLOADER_MIDDLEWARES": {
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "scrapy_robots_coccoc.RobotsTxtMiddleware": 100,
+        "scrapy_robots_coccoc.RobotsTxtBodyMiddleware": 595,
     },
     "ROBOTSTXT_USER_AGENT": "coccocbot-web",
     "TELNETCONSOLE_ENABLED": False,

@@ -1,0 +1,311 @@
+"""The origin coordinator: one robots.txt fetch per origin at a time, the
+requests waiting for it, refreshes, local faults and the store.
+
+Whatever happens during a fetch (an exception of ours, of the store or of a
+signal handler, a cancellation), every waiting request is released in one
+``finally``: with a state, or with :class:`~.exceptions.RobotsTxtFault`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import OrderedDict
+from inspect import isawaitable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
+
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
+
+from . import _compat
+from .exceptions import RobotsTxtFault
+from .fetcher import LocalFault, Rules, Unrestricted, describe, robots_url
+from .signals import robotstxt_sitemaps_found
+from .stores import OriginState
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+    from .fetcher import FetchOutcome, RobotsTxtFetcher
+    from .stores import Store
+
+logger = logging.getLogger(__name__)
+
+#: How often to look for a robots.txt another worker is fetching: from the
+#: first to the last interval, doubling.
+PEER_POLL_SECONDS = (0.01, 0.2)
+
+
+class OriginCoordinator:
+    """Knows, for each origin, the state to decide its requests by."""
+
+    #: After a local fault (not the site's), the origin is tried again this soon.
+    FAULT_SECONDS = 60.0
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        store: Store,
+        fetcher: RobotsTxtFetcher,
+        *,
+        cache_seconds: float,
+        unavailable_seconds: float,
+        claim_seconds: float,
+        max_origins: int,
+    ) -> None:
+        self._crawler = crawler
+        self._stats = crawler.stats
+        self._store = store
+        self._fetcher = fetcher
+        self._cache_seconds = cache_seconds
+        self._unavailable_seconds = unavailable_seconds
+        # How long peers sharing the store wait for the one that fetches:
+        # the claim expires then, and the wait ends with a fetch of our own.
+        self._claim_seconds = claim_seconds
+        self._max_origins = max(1, max_origins)
+        # Origin -> Deferreds of the requests waiting for its fetch; an
+        # origin is in here exactly while its fetch runs.
+        self._waiters: dict[str, list[Deferred[OriginState]]] = {}
+        self._refreshing: dict[str, OriginState] = {}  # origin -> the stale state being refreshed
+        # Origin -> (until, cause) of a local fault; bounded like the store.
+        self._faults: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        # Origin -> expiry of the state whose sitemaps this process announced.
+        self._announced: OrderedDict[str, float] = OrderedDict()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a fetch is running."""
+        return bool(self._waiters)
+
+    def known(self, origin: str, request: Request) -> OriginState | None:
+        """The state to decide *request* by, when it is known without waiting;
+        raises :class:`RobotsTxtFault` while a local fault holds the origin."""
+        self._raise_fault(origin)
+        if origin in self._waiters:
+            return self._refreshing.get(origin)
+        peek = getattr(self._store, "peek", None)
+        return self._usable(origin, peek(origin), request) if peek is not None else None
+
+    def waiter(self, origin: str, request: Request) -> Deferred[OriginState]:
+        """A Deferred that fires with the state to decide *request* by, once
+        the store or a fetch tells it (errback: :class:`RobotsTxtFault`)."""
+        return deferred_from_coro(self._state_for(origin, request))
+
+    async def _state_for(self, origin: str, request: Request) -> OriginState:
+        if origin not in self._waiters:
+            state = self._usable(origin, await self._call_store("get", None, origin), request)
+            if state is not None:
+                return state
+            self._raise_fault(origin)
+            if origin not in self._waiters:  # no fetch started while the store answered
+                self._start_fetch(origin, request, stale=None)
+        stale = self._refreshing.get(origin)
+        if stale is not None:
+            return stale
+        waiter: Deferred[OriginState] = Deferred()
+        self._waiters[origin].append(waiter)
+        return await maybe_deferred_to_future(waiter)
+
+    def _usable(self, origin: str, state: OriginState | None, request: Request) -> OriginState | None:
+        """*state* if requests may be decided by it now (a stale one with rules
+        starts a refresh); None when robots.txt must be fetched first."""
+        if state is None:
+            return None
+        if state.expires_at <= time.time():
+            if state.unavailable:
+                return None
+            if origin not in self._waiters:
+                self._stats.inc_value("robotstxt/refresh_count")
+                self._start_fetch(origin, request, stale=state)
+        self._announce(origin, state, request)
+        return state
+
+    def _raise_fault(self, origin: str) -> None:
+        fault = self._faults.get(origin)
+        if fault is None:
+            return
+        until, cause = fault
+        if until <= time.time():
+            del self._faults[origin]
+            return
+        raise RobotsTxtFault(f"robots.txt of {origin} could not be fetched here ({cause}); retried in a minute")
+
+    def _start_fetch(self, origin: str, request: Request, stale: OriginState | None) -> None:
+        self._waiters[origin] = []
+        if stale is not None:
+            self._refreshing[origin] = stale
+        deferred_from_coro(self._fetch(origin, request, stale))
+
+    async def _fetch(self, origin: str, request: Request, stale: OriginState | None) -> None:
+        """Run one fetch and release its waiters, whatever happens."""
+        result: OriginState | RobotsTxtFault = RobotsTxtFault(f"robots.txt of {origin}: fetch interrupted")
+        try:
+            result = await self._fetch_unless_a_peer_does(origin, request, stale)
+        except RobotsTxtFault as fault:
+            result = fault
+        except Exception as exc:
+            result = self._fault(origin, stale, LocalFault(describe(exc)))
+            if isinstance(result, OriginState):
+                self._call_store_later("set", origin, result, None)
+        finally:
+            self._refreshing.pop(origin, None)
+            for waiter in self._waiters.pop(origin, ()):
+                if waiter.called:  # cancelled: its request left
+                    continue
+                if isinstance(result, RobotsTxtFault):
+                    waiter.errback(result)
+                else:
+                    waiter.callback(result)
+
+    async def _fetch_unless_a_peer_does(self, origin: str, request: Request, stale: OriginState | None) -> OriginState:
+        """Fetch and store robots.txt, or, while another worker sharing the
+        store fetches it, wait (at most the claim's lifetime) for what that
+        worker stores."""
+        interval, longest = PEER_POLL_SECONDS
+        deadline = time.monotonic() + self._claim_seconds
+        while not await self._call_store("claim", True, origin, self._claim_seconds):
+            if time.monotonic() >= deadline:
+                break  # the peer is gone or stuck: fetch here
+            await sleep(interval)
+            interval = min(interval * 2, longest)
+            state = await self._call_store("get", None, origin)
+            if state is not None and state.expires_at > time.time():
+                self._announce(origin, state, request)
+                return state
+        outcome = await self._fetcher.fetch(origin, request)
+        state = self._state_after(origin, outcome, stale)
+        # None: the rules of a kept state are those the store already holds.
+        body = outcome.body if isinstance(outcome, Rules) else None if state.robots is not None else b""
+        await self._call_store("set", None, origin, state, body)
+        if isinstance(outcome, Rules):
+            await self._parsed(origin, outcome, request)
+        self._announce(origin, state, request)
+        return state
+
+    def _state_after(self, origin: str, outcome: FetchOutcome, stale: OriginState | None) -> OriginState:
+        """What a fetch's outcome means for the origin (raises
+        :class:`RobotsTxtFault` for a local fault on a first fetch)."""
+        now = time.time()
+        if isinstance(outcome, Rules):
+            return OriginState(outcome.robots, False, now + self._cache_seconds)
+        if isinstance(outcome, LocalFault):
+            kept_or_fault = self._fault(origin, stale, outcome)
+            if isinstance(kept_or_fault, RobotsTxtFault):
+                raise kept_or_fault
+            return kept_or_fault
+        kept = stale is not None and not stale.unavailable
+        if isinstance(outcome, Unrestricted) and not (kept and outcome.server_error):
+            logger.debug(
+                "robots.txt of %s gives no rules (%s): unrestricted",
+                origin,
+                outcome.reason,
+                extra={"spider": self._crawler.spider},
+            )
+            return OriginState(None, False, now + self._cache_seconds)
+        reason = outcome.reason if isinstance(outcome, Unrestricted) else outcome.cause
+        if kept:
+            # RFC 9309 §2.3.1.4 allows the cached copy: a brief outage neither
+            # opens disallowed paths nor drops the site.
+            assert stale is not None
+            self._stats.inc_value("robotstxt/refresh_failed")
+            logger.info(
+                "Refresh of robots.txt of %s failed (%s): its rules stay, tried again in %s s",
+                origin,
+                reason,
+                self._unavailable_seconds,
+                extra={"spider": self._crawler.spider},
+            )
+            return OriginState(stale.robots, False, now + self._unavailable_seconds)
+        self._stats.inc_value("robotstxt/unavailable/events")
+        if stale is None:
+            self._stats.inc_value("robotstxt/unavailable/origins")
+        logger.warning(
+            "robots.txt of %s did not answer (%s): its requests are dropped for %s s",
+            origin,
+            reason,
+            self._unavailable_seconds,
+            extra={"spider": self._crawler.spider},
+        )
+        return OriginState(None, True, now + self._unavailable_seconds)
+
+    def _fault(self, origin: str, stale: OriginState | None, fault: LocalFault) -> OriginState | RobotsTxtFault:
+        """A fault that is not the site's: the stale state (if any) stays for
+        a minute, else the origin's requests fail for that long."""
+        self._stats.inc_value("robotstxt/local_faults")
+        logger.warning(
+            "robots.txt of %s could not be fetched (%s): not the site's fault, tried again in %s s",
+            origin,
+            fault.cause,
+            self.FAULT_SECONDS,
+            extra={"spider": self._crawler.spider},
+        )
+        until = time.time() + self.FAULT_SECONDS
+        if stale is not None:
+            return OriginState(stale.robots, stale.unavailable, until)
+        self._faults[origin] = (until, fault.cause)
+        while len(self._faults) > self._max_origins:
+            self._faults.popitem(last=False)
+        return RobotsTxtFault(f"robots.txt of {origin} could not be fetched here ({fault.cause})")
+
+    async def _parsed(self, origin: str, rules: Rules, request: Request) -> None:
+        if _compat.ROBOTS_PARSED is not None:
+            await _compat.send_catch_log_async(
+                self._crawler.signals, _compat.ROBOTS_PARSED, robotparser=rules.robots, request=request
+            )
+
+    def _announce(self, origin: str, state: OriginState, request: Request) -> None:
+        """Send :data:`robotstxt_sitemaps_found` the first time this process
+        uses a state with sitemaps, whichever worker fetched it."""
+        robots = state.robots
+        if robots is None or not robots.sitemaps or self._announced.get(origin) == state.expires_at:
+            return
+        self._announced[origin] = state.expires_at
+        self._announced.move_to_end(origin)
+        while len(self._announced) > self._max_origins:
+            self._announced.popitem(last=False)
+        base = robots_url(origin)
+        sitemaps = list(dict.fromkeys(urljoin(base, url) for url in robots.sitemaps))
+        self._crawler.signals.send_catch_log(
+            signal=robotstxt_sitemaps_found, origin=origin, sitemaps=sitemaps, request=request
+        )
+
+    async def _call_store(self, method: str, default: Any, *args: Any) -> Any:
+        """Call the store, synchronous or not; its failure is a WARNING and
+        *default*, never an exception that could strand waiting requests."""
+        try:
+            result = getattr(self._store, method)(*args)
+            if isawaitable(result):
+                result = await result
+        except Exception as exc:
+            self._stats.inc_value("robotstxt/store_errors")
+            logger.warning(
+                "robots.txt store failed in %s(%s): %s",
+                method,
+                args[0],
+                describe(exc),
+                extra={"spider": self._crawler.spider},
+            )
+            return default
+        if method == "get" and result is not None and not _readable(result):
+            logger.warning("robots.txt store returned an unreadable state for %s: ignored", args[0])
+            return None
+        return result
+
+    def _call_store_later(self, method: str, *args: Any) -> None:
+        deferred_from_coro(self._call_store(method, None, *args))
+
+
+def _readable(state: Any) -> bool:
+    """Whether a store's answer is a state the coordinator can use."""
+    return isinstance(state, OriginState) and isinstance(state.expires_at, float) and math.isfinite(state.expires_at)
+
+
+async def sleep(seconds: float) -> None:
+    """Wait without blocking the reactor."""
+    from twisted.internet import reactor
+
+    await maybe_deferred_to_future(deferLater(reactor, seconds))

@@ -1,0 +1,333 @@
+"""Fetching one origin's robots.txt: the only network access of the package.
+
+:class:`RobotsTxtFetcher` runs one request chain (http and https only,
+``ROBOTSTXT_MAX_REDIRECTS`` hops, our own retries) and names its result with
+one of four outcomes: :class:`Rules`, :class:`Unrestricted`,
+:class:`NoAnswer` or :class:`LocalFault`. :class:`RobotsTxtBodyMiddleware`
+bounds the body before Scrapy's ``HttpCompressionMiddleware`` (order 590)
+can inflate it whole.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest, StopDownload
+from scrapy.http import Response
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.misc import load_object
+from scrapy.utils.python import to_unicode
+
+from . import _compat
+from ._robotstxt import MAX_BYTES, RobotsTxt
+from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from typing_extensions import Self
+
+logger = logging.getLogger(__name__)
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+#: Raw bytes downloaded at most: enough for 500 KiB of text, compressed or not.
+MAX_DOWNLOAD_BYTES = 2 * MAX_BYTES
+#: Meta keys of the page's request that the robots.txt request carries, so it
+#: leaves the way its page would.
+INHERITED_META = ("proxy", "bindaddress", "download_timeout")
+
+# The site gave no answer (RFC 9309 §2.3.1.4 "unreachable"): what Scrapy's
+# handlers raise for DNS failures, refused or reset connections, timeouts.
+# Names, since each Scrapy version has its own subset.
+_NO_ANSWER_NAMES = (
+    "scrapy.exceptions.CannotResolveHostError",
+    "scrapy.exceptions.DownloadConnectionRefusedError",
+    "scrapy.exceptions.DownloadFailedError",
+    "scrapy.exceptions.DownloadTimeoutError",
+    "scrapy.exceptions.ResponseDataLossError",
+    "scrapy.core.downloader.handlers.http11.TunnelError",
+    "twisted.internet.defer.TimeoutError",
+    "twisted.internet.error.TimeoutError",
+    "twisted.internet.error.DNSLookupError",
+    "twisted.internet.error.ConnectError",
+    "twisted.internet.error.ConnectionDone",
+    "twisted.internet.error.ConnectionLost",
+    "twisted.web._newclient.ResponseFailed",
+    "twisted.web._newclient.ResponseNeverReceived",
+    "OpenSSL.SSL.Error",
+)
+# Errors of this machine, not of the site: Twisted reports them as a plain
+# ConnectError carrying the errno.
+_LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRNOTAVAIL})
+
+
+def _load_classes(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
+    classes = []
+    for name in names:
+        try:
+            classes.append(load_object(name))
+        except (ImportError, AttributeError, NameError):
+            continue  # not in this Scrapy or Twisted version
+    return tuple(classes)
+
+
+_NO_ANSWER = _load_classes(_NO_ANSWER_NAMES)
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """A 200 answer: the parsed rules and the text they were read from."""
+
+    robots: RobotsTxt
+    body: bytes
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unrestricted:
+    """Any other answer (``status`` None for a failed redirect or an
+    unreadable body): the robot may crawl the whole origin."""
+
+    status: int | None
+    reason: str
+
+    @property
+    def server_error(self) -> bool:
+        return self.status is not None and self.status >= 500
+
+
+@dataclass(frozen=True, slots=True)
+class NoAnswer:
+    """The site did not answer: DNS failure, refused or reset connection, timeout."""
+
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class LocalFault:
+    """robots.txt could not be fetched for a reason that is not the site's."""
+
+    cause: str
+
+
+FetchOutcome = Rules | Unrestricted | NoAnswer | LocalFault
+
+
+def robots_url(origin: str) -> str:
+    """The robots.txt URL of an origin, without the scheme's default port."""
+    scheme, _, hostport = origin.partition("://")
+    host, _, port = hostport.rpartition(":")
+    if int(port) == DEFAULT_PORTS[scheme]:
+        hostport = host
+    return f"{scheme}://{hostport}/robots.txt"
+
+
+def describe(exc: BaseException) -> str:
+    """An exception in words, for one log line: its type and message."""
+    text = str(exc).strip() or "no details"
+    return f"{type(exc).__name__}: {text}"
+
+
+def is_local(exc: BaseException) -> bool:
+    """Whether *exc*, or an error it wraps, is this machine's resource shortage."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        number = getattr(seen, "osError", None) or getattr(seen, "errno", None)
+        if number in _LOCAL_ERRNOS:
+            return True
+        seen = seen.__cause__
+    return False
+
+
+def classify(exc: BaseException) -> NoAnswer | LocalFault:
+    """The outcome of a download that raised *exc*."""
+    if is_local(exc) or not isinstance(exc, _NO_ANSWER):
+        return LocalFault(describe(exc))
+    return NoAnswer(describe(exc))
+
+
+class RobotsTxtFetcher:
+    """Downloads an origin's robots.txt through the engine (so the project's
+    proxies, headers, cache and download handlers apply), following only
+    http(s) redirects, and tells what the answer means."""
+
+    #: Robots.txt requests go before the pages waiting for them.
+    PRIORITY = 1000
+
+    def __init__(self, crawler: Crawler, max_redirects: int, max_retries: int, bounded_body: bool) -> None:
+        self._crawler = crawler
+        self._stats = crawler.stats
+        self._max_redirects = max_redirects
+        self._max_retries = max_retries
+        # Without RobotsTxtBodyMiddleware the project's DOWNLOAD_MAXSIZE must
+        # stay in force: it is then the only bound on a compressed body.
+        self._bounded_body = bounded_body
+        crawler.signals.connect(self._stop_at_bound, signal=signals.bytes_received)
+
+    async def fetch(self, origin: str, trigger: Request) -> FetchOutcome:
+        """Fetch and read the robots.txt of *origin*, for the page *trigger*."""
+        url = robots_url(origin)
+        for hop in range(self._max_redirects + 1):
+            answer = await self._download(url, trigger)
+            if not isinstance(answer, Response):
+                return answer
+            if answer.status not in REDIRECT_STATUSES:
+                return self._read(answer)
+            if hop == self._max_redirects:
+                return Unrestricted(None, f"more than {self._max_redirects} redirects")
+            target = redirect_target(answer)
+            if target is None:
+                location = answer.headers.get(b"Location") or b""
+                return Unrestricted(None, f"redirect to {location[:200]!r} not followed: not an http(s) URL")
+            self._stats.inc_value("robotstxt/redirect_count")
+            url = target
+        raise AssertionError("unreachable")  # the loop returns on its last hop
+
+    async def _download(self, url: str, trigger: Request) -> Response | FetchOutcome:
+        """One hop, retried ``ROBOTSTXT_MAX_RETRIES`` times while the site does not answer."""
+        assert self._crawler.engine is not None
+        outcome: NoAnswer | LocalFault = LocalFault("not attempted")
+        for _ in range(self._max_retries + 1):
+            self._stats.inc_value("robotstxt/request_count")
+            try:
+                response = await _compat.download(self._crawler.engine, self._request(url, trigger))
+            except IgnoreRequest as exc:
+                # Another middleware refused the fetch (the HTTP cache in
+                # offline mode, say): the project's choice, as with Scrapy's
+                # own middleware, and no rules to obey.
+                return Unrestricted(None, f"robots.txt request ignored ({describe(exc)})")
+            except Exception as exc:
+                self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
+                outcome = classify(exc)
+                if isinstance(outcome, LocalFault):
+                    return outcome
+                continue
+            self._stats.inc_value("robotstxt/response_count")
+            self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+            return response
+        return outcome
+
+    def _request(self, url: str, trigger: Request) -> Request:
+        meta: dict[str, Any] = {
+            "dont_obey_robotstxt": True,
+            "dont_redirect": True,
+            "dont_retry": True,  # retried here, and reported once, by us
+            "handle_httpstatus_all": True,
+            "allow_offsite": True,
+            "download_fail_on_dataloss": False,
+            "robotstxt_fetch": True,
+        }
+        if self._bounded_body:
+            # RobotsTxtBodyMiddleware bounds the body; a lying Content-Length
+            # must not cancel the download before its first byte.
+            meta.update(download_maxsize=0, download_warnsize=0)
+        meta.update({key: trigger.meta[key] for key in INHERITED_META if key in trigger.meta})
+        return Request(
+            url,
+            priority=self.PRIORITY,
+            dont_filter=True,
+            callback=NO_CALLBACK,
+            # Uncompressed: the 500 KiB cut then applies to the text itself.
+            headers={"Accept-Encoding": "identity"},
+            meta=meta,
+        )
+
+    def _stop_at_bound(self, data: bytes, request: Request, spider: object = None) -> None:
+        if not request.meta.get("robotstxt_fetch"):
+            return
+        received = request.meta.get("robotstxt_received", 0) + len(data)
+        request.meta["robotstxt_received"] = received
+        if received >= MAX_DOWNLOAD_BYTES:
+            self._stats.inc_value("robotstxt/truncated")
+            raise StopDownload(fail=False)
+
+    def _read(self, response: Response) -> Rules | Unrestricted:
+        if response.status != 200:
+            return Unrestricted(response.status, f"status {response.status}")
+        if "robotstxt_unreadable" in response.flags:
+            return Unrestricted(None, "unreadable body (unsupported Content-Encoding)")
+        stopped = "dataloss" in response.flags or "download_stopped" in response.flags
+        body = complete_lines(response.body, cut=stopped)
+        return Rules(RobotsTxt.parse(body), body, response.url)
+
+
+def complete_lines(body: bytes, cut: bool) -> bytes:
+    """The part of *body* the parser may read: at most ``MAX_BYTES`` and,
+    when the text was cut (by that limit or by a lost connection), without
+    its partial last line, which could be a shortened, more general rule."""
+    if len(body) > MAX_BYTES:
+        body, cut = body[:MAX_BYTES], True
+    if cut:
+        body = body[: body.rfind(b"\n") + 1]
+    return body
+
+
+def redirect_target(response: Response) -> str | None:
+    """The URL a redirect points to, or None unless it is a valid http(s) URL."""
+    location = to_unicode(response.headers.get(b"Location") or b"", errors="replace").strip()
+    if not location:
+        return None
+    try:
+        url = urljoin(response.url, location)
+        if urlsplit(url).scheme not in DEFAULT_PORTS:
+            return None
+        origin_of(Request(url))
+    except (ValueError, InvalidOrigin):
+        return None
+    return url
+
+
+class RobotsTxtBodyMiddleware:
+    """Bounds robots.txt bodies, whatever ``DOWNLOAD_MAXSIZE`` says.
+
+    Enabled above ``HttpCompressionMiddleware`` (at 595; the add-on does it),
+    it sees robots.txt responses before they are inflated: a body compressed
+    despite our ``Accept-Encoding: identity`` is inflated as a stream, no
+    further than the 500 KiB the parser reads. Other responses pass untouched.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self._stats = crawler.stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def process_response(self, request: Request, response: Response, spider: object = None) -> Response:
+        if not request.meta.get("robotstxt_fetch"):
+            return response
+        encodings = [e.strip().lower() for e in b",".join(response.headers.getlist(b"Content-Encoding")).split(b",")]
+        encodings = [e for e in encodings if e and e != b"identity"]
+        if not encodings:
+            return response
+        headers = response.headers.copy()
+        del headers[b"Content-Encoding"]
+        body: bytes | None = response.body
+        for encoding in reversed(encodings):
+            body = inflate(body, encoding, MAX_BYTES + 1) if body is not None else None
+        if body is None:
+            return response.replace(body=b"", headers=headers, flags=[*response.flags, "robotstxt_unreadable"])
+        self._stats.inc_value("robotstxt/compressed")
+        return response.replace(body=body, headers=headers)
+
+
+# zlib window bits per Content-Encoding: gzip header, zlib header, raw deflate.
+_WBITS = {b"gzip": (31,), b"x-gzip": (31,), b"deflate": (15, -15)}
+
+
+def inflate(data: bytes, encoding: bytes, limit: int) -> bytes | None:
+    """Inflate *data* as a stream, keeping at most *limit* bytes of output;
+    None when the encoding is unknown or the data is not in it. A truncated
+    stream gives what it inflated."""
+    for wbits in _WBITS.get(encoding, ()):
+        stream = zlib.decompressobj(wbits)
+        try:
+            return stream.decompress(data, limit)
+        except zlib.error:
+            continue
+    return None

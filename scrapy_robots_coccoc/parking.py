@@ -1,0 +1,136 @@
+"""Parking: requests that wait in the middleware (for their origin's
+robots.txt, or for their Crawl-delay turn) give back their downloader place.
+
+Scrapy counts a request against ``CONCURRENT_REQUESTS`` from the moment it
+enters the downloader middlewares, so a request waiting for a slow robots.txt
+would hold a place that other sites could use. A parked request leaves the
+downloader's active set while it waits; when it may go on it comes back only
+when there is room, so the pages in flight never exceed the concurrency
+settings. When the spider closes, waiting requests stop waiting at once and
+go back to the scheduler (a persistent one keeps them for the next run).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.task import LoopingCall
+
+from . import _compat
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class SpiderClosing(Exception):
+    """The spider is closing: the waiting request goes back to the scheduler."""
+
+
+class Parking:
+    """Lets requests wait outside the downloader's active set, a bounded
+    number at a time (``ROBOTSTXT_MAX_PARKED_REQUESTS``)."""
+
+    #: How often, while requests wait, to look whether the spider is closing
+    #: and whether the downloader has room that no departure announced.
+    WATCH_SECONDS = 0.2
+
+    def __init__(self, crawler: Crawler, max_parked: int) -> None:
+        self._crawler = crawler
+        self._max_parked = max_parked
+        self._total_concurrency = crawler.settings.getint("CONCURRENT_REQUESTS")
+        # Parked request -> the Deferred it waits for (cancelled on close).
+        self._parked: dict[Request, Deferred[Any]] = {}
+        # Requests done waiting, in turn for a place in the downloader.
+        self._returning: deque[tuple[Request, Deferred[None]]] = deque()
+        self._watch = LoopingCall(self._look_around)
+        crawler.signals.connect(self._on_departure, signal=signals.request_left_downloader)
+        crawler.signals.connect(self._keep_open, signal=signals.spider_idle)
+        crawler.signals.connect(self._stop_watching, signal=signals.spider_closed)
+
+    def __len__(self) -> int:
+        return len(self._parked) + len(self._returning)
+
+    async def wait(self, request: Request, deferred: Deferred[T]) -> T:
+        """Wait for *deferred* parked if the request holds a downloader place
+        and the bound allows, else in place; raise :class:`SpiderClosing`
+        when the spider closes meanwhile."""
+        engine = self._crawler.engine
+        assert engine is not None
+        active = _compat.downloader_active(engine)
+        if request not in active or len(self._parked) >= self._max_parked:
+            return await maybe_deferred_to_future(deferred)
+        active.discard(request)
+        self._parked[request] = deferred
+        self._crawler.stats.inc_value("robotstxt/parked")
+        _compat.wake_engine(engine)  # the engine may start another request now
+        if not self._watch.running:
+            self._watch.start(self.WATCH_SECONDS, now=False)
+        try:
+            try:
+                result = await maybe_deferred_to_future(deferred)
+            finally:
+                del self._parked[request]
+            await self._return(request, active)
+            return result
+        except CancelledError:
+            raise SpiderClosing from None
+        finally:
+            active.add(request)
+
+    async def _return(self, request: Request, active: set[Request]) -> None:
+        """Wait for a place in the downloader, unless one is free now."""
+        if self._has_room(active, departing=0):
+            return
+        turn: Deferred[None] = Deferred()
+        self._returning.append((request, turn))
+        await maybe_deferred_to_future(turn)
+
+    def _has_room(self, active: set[Request], departing: int) -> bool:
+        return not self._total_concurrency or len(active) - departing < self._total_concurrency
+
+    def _admit(self, departing: int = 0) -> None:
+        """Give returning requests the places that are free; *departing*
+        counts a request that is leaving but still in the active set."""
+        engine = self._crawler.engine
+        if engine is None:
+            return
+        active = _compat.downloader_active(engine)
+        while self._returning and self._has_room(active, departing):
+            request, turn = self._returning.popleft()
+            active.add(request)  # taken now, before the engine fills it
+            turn.callback(None)
+
+    def _on_departure(self, request: Request, spider: object = None, response: Response | None = None) -> None:
+        # Sent when a transfer ends, before the request leaves the active set.
+        self._admit(departing=1)
+
+    def _look_around(self) -> None:
+        if _compat.engine_closing(self._crawler.engine):
+            for deferred in [*self._parked.values(), *(turn for _, turn in self._returning)]:
+                deferred.cancel()
+            self._returning.clear()
+        else:
+            self._admit()
+        if not self:
+            self._stop_watching()
+
+    def _keep_open(self) -> None:
+        if self:
+            self._admit()
+            raise DontCloseSpider
+
+    def _stop_watching(self) -> None:
+        if self._watch.running:
+            self._watch.stop()
