@@ -266,9 +266,6 @@ async def test_a_listed_sitemap_a_sitemap_index_also_lists_is_fetched_once(sites
     assert stat(crawler, "dupefilter/filtered") == 1
 
 
-@pytest.mark.xfail(
-    strict=True, reason="until the middleware stops answering robotstxt_only with a Response the cache stores"
-)
 @pytest_twisted.ensureDeferred
 async def test_http_cache_keeps_sitemap_seeded_crawls_working(sites, tmp_path):
     site, other = sites(LoopbackSite(), LoopbackSite())
