@@ -3,26 +3,38 @@
 A store maps an origin (``scheme://host:port``) to an :class:`OriginState`.
 The in-memory store is the default; ``ROBOTSTXT_STORE`` names another class
 with the methods of :class:`Store`, built with ``from_crawler``:
-:class:`RedisStore` shares the state of a
-crawl spread over several workers.
+:class:`RedisStore` shares the state of a crawl spread over several workers.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import statistics
+import sys
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from collections.abc import Awaitable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
+
+from scrapy import signals
+from twisted.internet.defer import Deferred
 
 from ._robotstxt import RobotsTxt
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from twisted.internet.interfaces import IReactorFromThreads
     from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+#: What a store method returns: its answer, or an awaitable of it.
+MaybeAwaitable: TypeAlias = "T | Awaitable[T]"
 
 
 @dataclass(slots=True, frozen=True)
@@ -41,20 +53,47 @@ class OriginState:
 
 
 class Store(Protocol):
-    def get(self, origin: str) -> OriginState | None:
+    """What the middleware asks of a store.
+
+    Each method may return its answer, or an awaitable of it that the
+    middleware awaits: a store that talks to a server must not block the
+    reactor. Synchronous stores (like :class:`MemoryStore`, the fast path)
+    are accepted as they are. An asynchronous store returns awaitables the
+    crawl's loop can drive: coroutines or asyncio futures under Scrapy's
+    default asyncio reactor (or with no reactor), coroutines or Deferreds
+    under another Twisted reactor.
+
+    A store may also offer ``peek(origin) -> OriginState | None``: what this
+    process knows without any I/O, so that a known origin's requests are
+    decided at once; None sends the middleware to ``get``.
+    """
+
+    def get(self, origin: str) -> MaybeAwaitable[OriginState | None]:
         """The origin's state, fresh or stale; None if unknown."""
 
-    def set(self, origin: str, state: OriginState, body: bytes) -> None:
+    def set(self, origin: str, state: OriginState, body: bytes) -> MaybeAwaitable[None]:
         """Keep a fetch's outcome; *body* is the robots.txt read (b"" without rules)."""
 
-    def claim(self, origin: str, seconds: float) -> bool:
+    def claim(self, origin: str, seconds: float) -> MaybeAwaitable[bool]:
         """Whether this process should fetch the origin's robots.txt now:
         False while another worker does (for at most *seconds*)."""
 
-    def reserve(self, origin: str, spacing: float) -> float | None:
-        """Reserve the next start time for a request to a paced origin, at
-        least *spacing* seconds after the one reserved before it; None
-        when the downloader's own slot delay paces the origin."""
+    def reserve(self, origin: str, spacing: float) -> MaybeAwaitable[float | None]:
+        """Reserve a start time (a ``time.time()`` value) for the next
+        request to a paced origin, at least *spacing* seconds after every
+        start reserved before it, by any worker, and normally a little after
+        the answer arrives; None when the downloader's own slot delay paces
+        the origin (a store of one process).
+
+        The caller sleeps until that time and starts the request at once. A
+        caller that wakes (or finds the request ready) more than *grace*
+        seconds late gives the turn up and reserves again: a turn used late
+        would squeeze the next one, a turn given up only widens a gap. So
+        consecutive requests start at least ``spacing - grace`` apart,
+        whatever stalls, restarts or slow answers happen: spacing = the
+        Crawl-delay and grace = 5% of it keep them 0.95 x the Crawl-delay
+        apart.
+        """
 
 
 class MemoryStore:
@@ -75,6 +114,9 @@ class MemoryStore:
             self._states.move_to_end(origin)
         return state
 
+    #: All a memory store knows, it knows without I/O.
+    peek = get
+
     def set(self, origin: str, state: OriginState, body: bytes = b"") -> None:
         self._states[origin] = state
         self._states.move_to_end(origin)
@@ -94,24 +136,76 @@ class MemoryStore:
 # Stored outcome -> (has rules, unavailable).
 OUTCOMES = {b"rules": (True, False), b"unrestricted": (False, False), b"unavailable": (False, True)}
 
-# Claim an origin's fetch unless a fresh state is already stored (a peer may
-# have stored it between our look and our claim).
-CLAIM_SCRIPT = """
-local expires_at = redis.call('HGET', KEYS[1], 'expires_at')
-if expires_at and tonumber(expires_at) > tonumber(ARGV[1]) then return 0 end
+# The Lua scripts below read nothing they did not check: another version, a
+# bug or a hand in redis-cli may have left anything under our keys.
+SCRIPTS = {
+    # An origin's state hash as a flat list; nil when absent; the key's type
+    # when it is not a hash.
+    "read": """
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'none' then return false end
+if kind ~= 'hash' then return kind end
+return redis.call('HGETALL', KEYS[1])
+""",
+    # Replace the state (whatever type the key had) and drop the fetch lock.
+    "store": """
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'outcome', ARGV[1], 'body', ARGV[2], 'expires_at', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('DEL', KEYS[2])
+return 1
+""",
+    # Claim the origin's fetch (1) unless a readable, fresh state is stored
+    # (a peer may have stored it between our look and our claim) or a peer
+    # holds the lock (0). A lock without expiry is taken over (2); one longer
+    # than ours is cut to ours, so that every lock ends.
+    # ARGV: now, lock milliseconds, the longest believable lifetime.
+    "claim": """
+local now = tonumber(ARGV[1])
+if redis.call('TYPE', KEYS[1]).ok == 'hash' then
+  local f = redis.call('HMGET', KEYS[1], 'outcome', 'expires_at', 'body')
+  local expires = tonumber(f[2])
+  if (f[1] == 'rules' or f[1] == 'unrestricted' or f[1] == 'unavailable') and f[3]
+      and expires and expires > now and expires <= now + tonumber(ARGV[3]) then
+    return 0
+  end
+end
 if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 1 end
+local ttl = redis.call('PTTL', KEYS[2])
+if ttl == -1 then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  return 2
+end
+if ttl > tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
 return 0
-"""
-
-# Reserve the next start time of a paced origin, on Redis's clock so that
-# workers on different machines agree; returns seconds to wait from now.
-RESERVE_SCRIPT = """
-local now = redis.call('TIME')
-now = tonumber(now[1]) + tonumber(now[2]) / 1e6
-local start = math.max(now, tonumber(redis.call('GET', KEYS[1]) or '0'))
-redis.call('SET', KEYS[1], tostring(start + tonumber(ARGV[1])), 'PX', math.ceil((start - now) * 1000) + 60000)
-return tostring(start - now)
-"""
+""",
+    # Reserve the next start of a paced origin on Redis's clock, so that
+    # workers on different machines agree: no earlier than *lead* seconds
+    # from now (the answer's way back), at least *spacing* after the last
+    # reserved start. Returns {seconds from now, problem with the stored
+    # value or ''}; an unreadable or unbelievably far "next" is ignored.
+    # ARGV: spacing, lead, the farthest believable next start from now.
+    "reserve": """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local spacing, lead, horizon = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local raw = redis.pcall('GET', KEYS[1])
+local after, problem = 0, ''
+if type(raw) == 'table' then
+  problem = 'next start is not a string; ignored'
+elseif raw then
+  after = tonumber(raw)
+  if not after or after ~= after or after > now + horizon then
+    problem = 'next start ' .. string.sub(raw, 1, 40) .. ' is not a believable time; ignored'
+    after = 0
+  end
+end
+local start = math.max(now + lead, after)
+redis.call('SET', KEYS[1], string.format('%.6f', start + spacing),
+  'PX', math.ceil((start + spacing - now) * 1000) + 60000)
+return {string.format('%.6f', start - now), problem}
+""",
+}
 
 
 class RedisStore:
@@ -122,92 +216,299 @@ class RedisStore:
     ``unavailable``), the raw robots.txt body and when it expires; Redis drops
     it by itself some time after that. A short-lived lock lets one worker
     fetch while the others wait for what it stores, and a per-origin "next
-    start" time paces Crawl-delay across workers. Every worker keeps a local
+    start" time paces Crawl-delay across workers. An origin's keys carry it
+    as a hash tag (``robotstxt:{https://example.com:443}:state``), so that
+    they share one Redis Cluster slot. Every worker keeps a local
     :class:`MemoryStore` in front, so Redis is asked once per origin and
     period; when Redis fails the worker warns and goes on with that local
     store alone, retrying Redis after ``RETRY_SECONDS``.
+
+    Redis is never awaited on the reactor thread: with ``redis.asyncio``
+    when an asyncio loop runs the crawl (Scrapy's default asyncio reactor,
+    or no reactor), else with the blocking client in a small thread pool of
+    the store's own. A value read back that makes no sense is ignored, with
+    one WARNING per origin and problem; so is an answer slower than
+    ``ROBOTSTXT_REDIS_SLOW_SECONDS`` (median of the last calls), once.
     """
 
     RETRY_SECONDS = 5.0
+    #: Threads of the pool that runs the blocking client (other reactors).
+    THREADS = 8
+    #: How many turns ahead of now a stored "next start" is believed.
+    RESERVED_TURNS = 256
+    #: Calls whose median duration is compared with the slow threshold.
+    SLOW_SAMPLE = 5
+    #: Origins whose unreadable values were reported (bounds that memory).
+    WARNED_ORIGINS = 10_000
 
-    def __init__(self, client: Any, local: MemoryStore, prefix: str = "robotstxt") -> None:
+    def __init__(
+        self,
+        client: Any,
+        local: MemoryStore,
+        prefix: str = "robotstxt",
+        *,
+        max_age: float = 2 * 86400,
+        slow_seconds: float = 0.1,
+    ) -> None:
+        """*client* is a ``redis.asyncio.Redis`` (awaited on the asyncio
+        loop) or a ``redis.Redis`` (run in the store's threads); *max_age*
+        is the longest lifetime of a state that is believed."""
         import redis
+        import redis.asyncio
 
-        self._client = client
+        self._redis: _AsyncioRedis | _ThreadedRedis = (
+            _AsyncioRedis(client) if isinstance(client, redis.asyncio.Redis) else _ThreadedRedis(client, self.THREADS)
+        )
         self._local = local
         self._prefix = prefix
+        self._max_age = max_age
+        self._slow_seconds = slow_seconds
         self._errors = (redis.RedisError, OSError)
-        self._claim = client.register_script(CLAIM_SCRIPT)
-        self._reserve = client.register_script(RESERVE_SCRIPT)
         self._down_until = 0.0
+        self._round_trip = 0.0  # smoothed duration of a call, seconds
+        self._recent: deque[float] = deque(maxlen=self.SLOW_SAMPLE)
+        self._warned_slow = False
+        self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        import redis
-
         settings = crawler.settings
-        options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
-        url = settings.get("REDIS_URL")
-        if url:
-            client = redis.Redis.from_url(url, **options)
-        else:
-            host, port = settings.get("REDIS_HOST", "localhost"), settings.getint("REDIS_PORT", 6379)
-            client = redis.Redis(host=host, port=port, **options)
-        prefix = settings.get("ROBOTSTXT_REDIS_PREFIX", "robotstxt")
-        return cls(client, MemoryStore.from_crawler(crawler), prefix)
+        longest = max(
+            settings.getfloat("ROBOTSTXT_CACHE_SECONDS", 86400),
+            settings.getfloat("ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
+        )
+        store = cls(
+            redis_client(settings),
+            MemoryStore.from_crawler(crawler),
+            settings.get("ROBOTSTXT_REDIS_PREFIX", "robotstxt"),
+            max_age=2 * longest,
+            slow_seconds=settings.getfloat("ROBOTSTXT_REDIS_SLOW_SECONDS", 0.1),
+        )
+        crawler.signals.connect(store.close, signal=signals.engine_stopped)
+        return store
 
-    def get(self, origin: str) -> OriginState | None:
+    def peek(self, origin: str) -> OriginState | None:
+        """The origin's state if this worker holds it fresh, without I/O."""
         local = self._local.get(origin)
-        if local is not None and local.expires_at > time.time():
+        return local if local is not None and local.expires_at > time.time() else None
+
+    def get(self, origin: str) -> MaybeAwaitable[OriginState | None]:
+        local = self._local.get(origin)
+        if (local is not None and local.expires_at > time.time()) or self._down():
             return local
-        fields = self._call(self._client.hgetall, self._key("state", origin))
-        if not fields or fields.get(b"outcome") not in OUTCOMES:
+        return self._get_shared(origin, local)
+
+    def set(self, origin: str, state: OriginState, body: bytes = b"") -> MaybeAwaitable[None]:
+        self._local.set(origin, state)
+        if self._down():
+            return None
+        return self._set_shared(origin, state, body)
+
+    def claim(self, origin: str, seconds: float) -> MaybeAwaitable[bool]:
+        if self._down():
+            return True  # no one to share with: fetch here
+        return self._claim_shared(origin, seconds)
+
+    def reserve(self, origin: str, spacing: float) -> MaybeAwaitable[float | None]:
+        if self._down():
+            return None  # paced by this worker's own slot until Redis is back
+        return self._reserve_shared(origin, spacing)
+
+    async def close(self) -> None:
+        """Release the connections (and threads) when the engine stops."""
+        await self._redis.close()
+
+    async def _get_shared(self, origin: str, local: OriginState | None) -> OriginState | None:
+        answer = await self._run("read", [self._key(origin, "state")], [])
+        if answer is None:
             return local
-        expires_at = float(fields.get(b"expires_at", 0))
+        if not isinstance(answer, list):
+            return self._unreadable(
+                origin, "type", f"the state is a Redis {answer.decode(errors='replace')}, not a hash; ignored", local
+            )
+        fields = dict(zip(answer[::2], answer[1::2], strict=True))
+        outcome = OUTCOMES.get(fields.get(b"outcome"))  # type: ignore[arg-type]
+        if outcome is None:
+            return self._unreadable(origin, "outcome", f"outcome {fields.get(b'outcome')!r}; ignored", local)
+        expires_at = _finite(fields.get(b"expires_at"))
+        if expires_at is None or expires_at > time.time() + self._max_age:
+            return self._unreadable(origin, "expiry", f"expiry {fields.get(b'expires_at')!r}; ignored", local)
+        body = fields.get(b"body")
+        if body is None:
+            return self._unreadable(origin, "body", "a state without body; ignored", local)
         if local is not None and local.expires_at == expires_at:
             return local  # the same fetch: no need to parse it again
-        has_rules, unavailable = OUTCOMES[fields[b"outcome"]]
-        robots = RobotsTxt.parse(fields.get(b"body", b"")) if has_rules else None
-        state = OriginState(robots, unavailable, expires_at)
+        has_rules, unavailable = outcome
+        state = OriginState(RobotsTxt.parse(body) if has_rules else None, unavailable, expires_at)
         self._local.set(origin, state)
         return state
 
-    def set(self, origin: str, state: OriginState, body: bytes = b"") -> None:
-        self._local.set(origin, state)
-        outcome = b"unavailable" if state.unavailable else b"rules" if state.robots is not None else b"unrestricted"
-        key = self._key("state", origin)
-        # Kept past expiry, so that workers refresh while deciding by it.
-        ttl = math.ceil(max(1.0, state.expires_at - time.time()) * 2)
-        pipe = self._client.pipeline()
-        pipe.hset(key, mapping={"outcome": outcome, "body": body, "expires_at": repr(state.expires_at)})
-        pipe.expire(key, ttl)
-        pipe.delete(self._key("fetching", origin))
-        self._call(pipe.execute)
+    async def _set_shared(self, origin: str, state: OriginState, body: bytes) -> None:
+        outcome = "unavailable" if state.unavailable else "rules" if state.robots is not None else "unrestricted"
+        # Kept past expiry, so that workers refresh while deciding by it; a
+        # nonsensical expiry is kept no longer than a believable one.
+        lifetime = min(max(1.0, state.expires_at - time.time()), self._max_age)
+        keys = [self._key(origin, "state"), self._key(origin, "fetching")]
+        await self._run("store", keys, [outcome, body, repr(state.expires_at), math.ceil(lifetime * 2)])
 
-    def claim(self, origin: str, seconds: float) -> bool:
-        keys = [self._key("state", origin), self._key("fetching", origin)]
-        claimed = self._call(self._claim, keys=keys, args=[repr(time.time()), int(seconds * 1000)])
-        return claimed != 0  # None (Redis down): fetch here
+    async def _claim_shared(self, origin: str, seconds: float) -> bool:
+        keys = [self._key(origin, "state"), self._key(origin, "fetching")]
+        claimed = await self._run("claim", keys, [repr(time.time()), max(1, int(seconds * 1000)), repr(self._max_age)])
+        if claimed == 2:
+            self._unreadable(origin, "lock", "a fetch lock without expiry, taken over", None)
+        return claimed != 0  # None (Redis failed): fetch here
 
-    def reserve(self, origin: str, spacing: float) -> float | None:
-        wait = self._call(self._reserve, keys=[self._key("next", origin)], args=[repr(spacing)])
-        return None if wait is None else time.time() + float(wait)
-
-    def _key(self, kind: str, origin: str) -> str:
-        return f"{self._prefix}:{kind}:{origin}"
-
-    def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run one Redis command; None (and one warning per outage) when Redis fails."""
-        if time.time() < self._down_until:
+    async def _reserve_shared(self, origin: str, spacing: float) -> float | None:
+        # Ask for a start the answer can reach in time: one round trip and a
+        # half (the answer's way back with room to spare), plus 5 ms.
+        lead = min(1.5 * self._round_trip + 0.005, 1.0)
+        horizon = max(60.0, self.RESERVED_TURNS * spacing)
+        sent = time.time()
+        answer = await self._run("reserve", [self._key(origin, "next")], [repr(spacing), repr(lead), repr(horizon)])
+        if answer is None:
             return None
+        wait, problem = answer
+        if problem:
+            self._unreadable(origin, "next", problem.decode(errors="replace"), None)
+        # Redis read its clock about halfway through the round trip.
+        return (sent + time.time()) / 2 + float(wait)
+
+    def _key(self, origin: str, kind: str) -> str:
+        return f"{self._prefix}:{{{origin}}}:{kind}"
+
+    def _down(self) -> bool:
+        return time.time() < self._down_until
+
+    async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        """Run one script; None (and one warning per outage) when Redis fails."""
+        began = time.monotonic()
         try:
-            result = method(*args, **kwargs)
+            answer = await self._redis.run(script, keys, args)
         except self._errors as exc:
             if not self._down_until:
                 logger.warning("Redis store unreachable (%s): going on with this worker's own store", exc)
             self._down_until = time.time() + self.RETRY_SECONDS
             return None
+        self._timed(time.monotonic() - began)
         if self._down_until:
             logger.warning("Redis store reachable again: sharing robots.txt state with the other workers")
             self._down_until = 0.0
-        return result
+        return answer
+
+    def _timed(self, seconds: float) -> None:
+        self._round_trip = 0.8 * self._round_trip + 0.2 * seconds if self._round_trip else seconds
+        self._recent.append(seconds)
+        if self._warned_slow or len(self._recent) < self.SLOW_SAMPLE:
+            return
+        median = statistics.median(self._recent)
+        if median > self._slow_seconds:
+            self._warned_slow = True
+            logger.warning(
+                "Redis store is slow: calls take %.3f s (median of the last %d), over "
+                "ROBOTSTXT_REDIS_SLOW_SECONDS = %s; requests of paced or new origins wait for it",
+                median,
+                self.SLOW_SAMPLE,
+                self._slow_seconds,
+            )
+
+    def _unreadable(self, origin: str, kind: str, problem: str, local: OriginState | None) -> OriginState | None:
+        """Report a stored value that makes no sense (once per origin and
+        kind); the caller goes on as if it were absent, with *local*."""
+        if (origin, kind) not in self._warned:
+            self._warned[origin, kind] = None
+            if len(self._warned) > self.WARNED_ORIGINS:
+                self._warned.popitem(last=False)
+            logger.warning("Redis store holds a bad value for %s: %s", origin, problem)
+        return local
+
+
+def _finite(raw: bytes | None) -> float | None:
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+class _AsyncioRedis:
+    """``redis.asyncio`` on the loop that runs the crawl."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._scripts = {name: client.register_script(source) for name, source in SCRIPTS.items()}
+
+    async def run(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        return await self._scripts[script](keys=keys, args=args)
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+class _ThreadedRedis:
+    """The blocking client in threads of its own (not the reactor's pool,
+    which the default DNS resolver uses); answers come back as Deferreds on
+    the reactor thread."""
+
+    def __init__(self, client: Any, threads: int) -> None:
+        from twisted.internet import reactor
+
+        self._client = client
+        self._reactor = cast("IReactorFromThreads", reactor)
+        self._scripts = {name: client.register_script(source) for name, source in SCRIPTS.items()}
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="robotstxt-redis")
+
+    def run(self, script: str, keys: list[str], args: list[Any]) -> Deferred[Any]:
+        answer: Deferred[Any] = Deferred()
+
+        def settle(future: Future[Any]) -> None:
+            error = future.exception()
+            if error is None:
+                answer.callback(future.result())
+            else:
+                answer.errback(error)
+
+        future = self._pool.submit(self._scripts[script], keys=keys, args=args)
+        future.add_done_callback(lambda done: self._reactor.callFromThread(settle, done))
+        return answer
+
+    async def close(self) -> None:
+        self._pool.shutdown(wait=False)
+        self._client.close()
+
+
+def redis_client(settings: BaseSettings) -> Any:
+    """A Redis client for the loop that runs this crawl, chosen at start-up:
+    ``redis.asyncio`` under an asyncio loop, else the blocking one (that
+    :class:`RedisStore` runs in threads); a clear error when neither can
+    work."""
+    try:
+        import redis
+        import redis.asyncio
+    except ImportError as exc:
+        raise RuntimeError(
+            f"RedisStore needs redis-py 4.2 or newer ({exc}): pip install 'scrapy-robots-coccoc[redis]'"
+        ) from exc
+    module: Any = redis.asyncio if _asyncio_runs_the_crawl(settings) else redis
+    timeouts = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
+    url = settings.get("REDIS_URL")
+    if url:
+        return module.Redis.from_url(url, **timeouts)
+    return module.Redis(
+        host=settings.get("REDIS_HOST", "localhost"), port=settings.getint("REDIS_PORT", 6379), **timeouts
+    )
+
+
+def _asyncio_runs_the_crawl(settings: BaseSettings) -> bool:
+    """Whether an asyncio loop runs the crawl: Scrapy's asyncio reactor, or
+    no reactor at all (``TWISTED_REACTOR_ENABLED = False``, Scrapy 2.15+)."""
+    if not settings.getbool("TWISTED_REACTOR_ENABLED", True):
+        return True
+    if "twisted.internet.reactor" not in sys.modules:
+        raise RuntimeError(
+            "RedisStore was built before a Twisted reactor was installed: it cannot tell whether to use "
+            "redis.asyncio (asyncio reactor) or its own threads (another reactor)"
+        )
+    from twisted.internet import reactor
+    from twisted.internet.asyncioreactor import AsyncioSelectorReactor
+
+    return isinstance(reactor, AsyncioSelectorReactor)
