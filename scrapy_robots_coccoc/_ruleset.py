@@ -9,7 +9,7 @@ from collections import OrderedDict
 from datetime import time
 from typing import NamedTuple
 
-from ._urlpattern import Matcher, pattern_from_bytes
+from ._urlpattern import NEEDS_NORMALIZING, Matcher, pattern_from_bytes
 
 
 class Rule(NamedTuple):
@@ -64,19 +64,31 @@ MEMBER_FIELDS.update({field.capitalize(): kind for field, kind in MEMBER_FIELDS.
 MEMBER_FIELDS[b"Crawl-Delay"] = _CRAWL_DELAY
 
 
-def field_line(fields: bytes) -> bytes:
+def field_line(fields: bytes, capture: bool = True) -> bytes:
     """Return the regular expression of a line holding one of *fields* and its value.
 
     Field names are compared whole (``Disallowed:`` is no Disallow line). The
     colon may be missing when white space separates the name from a value of
     a single word, as Google robots.cc (GetKeyAndValueFrom) accepts:
     ``disallow /``. The leading newline is a literal that lets the regular
-    expression engine skip from line to line at C speed.
+    expression engine skip from line to line at C speed. The value is
+    captured without the white space around it; the field name only when
+    *capture* is true.
     """
-    return rb"\n[ \t]*(" + fields + rb")(?:[ \t]*:|[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*([^#\n]*)"
+    name = (b"(" if capture else b"(?:") + fields + b")"
+    separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*"
+    return rb"\n[ \t]*" + name + separator + rb"([^\s#](?:[^#\n]*[^\s#])?|)"
 
 
-MEMBER_LINE = re.compile(field_line(b"|".join(re.escape(f) for f in MEMBER_FIELDS if f.islower())), re.IGNORECASE)
+def _fields(kinds: range) -> bytes:
+    return b"|".join(re.escape(f) for f, kind in MEMBER_FIELDS.items() if f.islower() and kind in kinds)
+
+
+MEMBER_LINE = re.compile(field_line(_fields(range(5))), re.IGNORECASE)
+# Allow, Disallow and extension values are read with one C-speed findall each.
+_ALLOW_LINE = re.compile(field_line(_fields(range(_ALLOW, _ALLOW + 1)), capture=False), re.IGNORECASE)
+_DISALLOW_LINE = re.compile(field_line(_fields(range(_DISALLOW, _DISALLOW + 1)), capture=False), re.IGNORECASE)
+_EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))), re.IGNORECASE)
 _PREFILTER_MAX = 64
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _WINDOW = re.compile(r"(\d{1,2}):?(\d\d)\s*(?:-|\s)\s*(\d{1,2}):?(\d\d)")
@@ -110,27 +122,21 @@ class RuleSet:
         self.crawl_delay: float | None = None
         self.request_rate: RequestRate | None = None
         self.visit_time: VisitTime | None = None
+        text = b"\n".join(chunk for _, chunk in sections)
+        for field, value in _EXTENSION_LINE.findall(text):
+            self._read_extension(MEMBER_FIELDS[field.lower()], value.decode("ascii", "replace"))
         plain: dict[str, bool] = {}
         wildcards: list[tuple[int, bool, Matcher]] = []
-        for _, chunk in sections:
-            for field, value in MEMBER_LINE.findall(chunk):
-                kind = MEMBER_FIELDS.get(field)
-                if kind is None:
-                    kind = MEMBER_FIELDS[field.lower()]
-                value = value.rstrip()
-                if not value:
-                    # An empty Disallow allows everything; an empty Allow is ignored.
-                    continue
-                if kind > _DISALLOW:
-                    self._read_extension(kind, value.decode("ascii", "replace"))
-                    continue
-                pattern = compile_pattern(value)
-                allow = kind == _ALLOW
+        # Disallow first, so that an Allow of the same pattern replaces it
+        # (RFC 9309 §2.2.2: Allow wins a tie).
+        for allow, values in ((False, _DISALLOW_LINE.findall(text)), (True, _ALLOW_LINE.findall(text))):
+            for pattern in _patterns(values):
                 if isinstance(pattern, str):
-                    if allow or pattern not in plain:
-                        plain[pattern] = allow
+                    plain[pattern] = allow
                 else:
                     wildcards.append((len(pattern.pattern), allow, pattern))
+        # An empty Disallow allows everything; an empty Allow is ignored.
+        plain.pop("", None)
         # Longest first, and Allow before Disallow of the same length (RFC 9309 §2.2.2).
         wildcards.sort(key=lambda w: (w[0], w[1]), reverse=True)
         self._plain = plain
@@ -141,6 +147,8 @@ class RuleSet:
         self._prefixes = prefixes if len(prefixes) <= _PREFILTER_MAX else ("",)
 
     def _read_extension(self, kind: int, text: str) -> None:
+        if not text:
+            return
         if kind == _CRAWL_DELAY:
             if self.crawl_delay is None:
                 self.crawl_delay = parse_delay(text)
@@ -183,7 +191,7 @@ class RuleSet:
             for number, line in enumerate(chunk.split(b"\n")[1:], line_before + 1):
                 found = MEMBER_LINE.match(b"\n" + line)
                 if found and (MEMBER_FIELDS[found[1].lower()] == _ALLOW) == allow:
-                    value = found[2].rstrip()
+                    value = found[2]
                     if value and pattern_from_bytes(value) == pattern:
                         return number
         return 0
@@ -193,26 +201,39 @@ class RuleSet:
         return 400 + 120 * (len(self._plain) + len(self._wildcards)) + sum(len(c) for _, c in self._sections)
 
 
-_PATTERNS: dict[bytes, str | Matcher] = {}
-_PATTERNS_MAX = 8192
-_PATTERN_CACHED_BYTES = 256
+_MATCHERS: dict[str, Matcher] = {}
+_MATCHERS_MAX = 8192
+_MATCHER_CACHED_CHARS = 256
 
 
-def compile_pattern(value: bytes) -> str | Matcher:
-    """Return a rule value in the normal form: a str when it is a plain
-    prefix, else a Matcher. Each distinct value is compiled once while it is
-    in a cache of at most 8,192 values of at most 256 bytes (so bounded in
+def _patterns(values: list[bytes]) -> list[str | Matcher]:
+    """Return rule values in the normal form: a str when the pattern is a
+    plain prefix, else its Matcher. Values already in the normal form, the
+    common case, are decoded all at once at C speed."""
+    if not values:
+        return []
+    joined = b"\n".join(values)
+    if NEEDS_NORMALIZING.search(joined) is None:
+        patterns = joined.decode("ascii").split("\n")
+    else:
+        patterns = [pattern_from_bytes(value) for value in values]
+    if b"*" not in joined and b"$" not in joined:
+        return patterns  # type: ignore[return-value]
+    return [_matcher(p) if "*" in p or p.endswith("$") else p for p in patterns]
+
+
+def _matcher(pattern: str) -> Matcher:
+    """Each distinct wildcard pattern is compiled once while it is in a cache
+    of at most 8,192 patterns of at most 256 characters (so bounded in
     bytes); a full cache is emptied, not scanned, so its cost stays flat."""
-    found = _PATTERNS.get(value)
-    if found is not None:
-        return found
-    pattern = pattern_from_bytes(value)
-    compiled: str | Matcher = Matcher(pattern) if "*" in pattern or pattern[-1] == "$" else pattern
-    if len(value) <= _PATTERN_CACHED_BYTES:
-        if len(_PATTERNS) >= _PATTERNS_MAX:
-            _PATTERNS.clear()
-        _PATTERNS[value] = compiled
-    return compiled
+    matcher = _MATCHERS.get(pattern)
+    if matcher is None:
+        matcher = Matcher(pattern)
+        if len(pattern) <= _MATCHER_CACHED_CHARS:
+            if len(_MATCHERS) >= _MATCHERS_MAX:
+                _MATCHERS.clear()
+            _MATCHERS[pattern] = matcher
+    return matcher
 
 
 class RuleSetCache:

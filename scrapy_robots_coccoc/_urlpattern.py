@@ -37,6 +37,9 @@ def _special(kept: bytes) -> re.Pattern[bytes]:
 _RULE_SPECIAL = _special(_UNRESERVED + _RESERVED + b"*$")
 _URL_SPECIAL = _special(_UNRESERVED + _RESERVED)
 _URL_SPECIAL_TEXT = re.compile("[^" + _byte_class(_UNRESERVED + _RESERVED).decode() + "]|%")
+#: Finds what keeps newline-joined rule values from being their own normal
+#: form: an escape, a byte to escape, or a "$" before the end of a value.
+NEEDS_NORMALIZING = re.compile(rb"[^" + _byte_class(_UNRESERVED + _RESERVED + b"*$\n") + rb"]|%|\$(?!\n|\Z)")
 
 
 def _rewrites() -> dict[bytes, bytes]:
