@@ -3,7 +3,9 @@ RobotsTxtMiddleware with Protego, in real crawls of loopback sites.
 
 40 origins (each its own loopback address, so its own downloader slot) x 100
 linked pages, plus one link per section page that robots.txt forbids;
-CONCURRENT_REQUESTS=32. Scenarios:
+CONCURRENT_REQUESTS=32. Origin N serves the Nth robots.txt of the corpus
+(see corpus.py: the generated files forbid those links and set no
+Crawl-delay; the files of a real corpus may forbid anything). Scenarios:
 
 - ``normal``: the crawl starts from each origin's home page; the figure is
   pages per second of the whole crawl.
@@ -18,7 +20,7 @@ The sites run in a child process (so that serving does not share the
 crawler's core), each crawl in a fresh process of its own; rounds alternate
 the two middlewares and figures are medians.
 
-    python benchmarks/crawl_bench.py [--rounds N]
+    python benchmarks/crawl_bench.py [--rounds N] [--corpus DIR]
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import corpus
 
 ORIGINS = 40
 SECTIONS, LEAVES = 9, 10  # root + 9 sections + 90 leaves = 100 pages
 SLOW_SECONDS = 5.0
 FAST_PORT, SLOW_PORT = 18081, 18082
-ROBOTS_TXT = b"User-agent: *\nDisallow: /private/\n\nUser-agent: coccocbot\nDisallow: /private/\nDisallow: /*.pdf$\n"
 SCENARIOS = ("normal", "slow", "seeded", "slow-seeded")
 MIDDLEWARES = {
     "ours": {
@@ -61,7 +65,7 @@ def links_of(path: str) -> list[str]:
 ALL_PATHS = ["/", *links_of("/"), *(leaf for section in links_of("/") for leaf in links_of(section)[:-1])]
 
 
-def serve() -> None:
+def serve(folder: Path | None = None) -> None:
     """Serve the sites on every address, on a fast port and on a port where
     the first origin's robots.txt is slow, until stdin closes."""
     from twisted.internet import reactor, stdio
@@ -69,11 +73,14 @@ def serve() -> None:
     from twisted.web.resource import Resource
     from twisted.web.server import NOT_DONE_YET, Site
 
+    bodies = [body for _, body in corpus.load(folder)]
+
     class Pages(Resource):
         isLeaf = True
 
-        def __init__(self, robots_delay: float) -> None:
+        def __init__(self, robots_txt: bytes, robots_delay: float) -> None:
             super().__init__()
+            self.robots_txt = robots_txt
             self.robots_delay = robots_delay
 
         def render_GET(self, request):
@@ -81,11 +88,11 @@ def serve() -> None:
             if path == "/robots.txt":
                 request.setHeader("Content-Type", "text/plain")
                 if not self.robots_delay:
-                    return ROBOTS_TXT
+                    return self.robots_txt
 
                 def finish() -> None:
                     if not request._disconnected:
-                        request.write(ROBOTS_TXT)
+                        request.write(self.robots_txt)
                         request.finish()
 
                 reactor.callLater(self.robots_delay, finish)
@@ -94,8 +101,10 @@ def serve() -> None:
             return f"<html><body><h1>{path}</h1>{hrefs}</body></html>".encode()
 
     for index in range(ORIGINS):
-        reactor.listenTCP(FAST_PORT, Site(Pages(0)), interface=host(index))
-        reactor.listenTCP(SLOW_PORT, Site(Pages(SLOW_SECONDS if index == 0 else 0)), interface=host(index))
+        robots_txt = bodies[index % len(bodies)]
+        reactor.listenTCP(FAST_PORT, Site(Pages(robots_txt, 0)), interface=host(index))
+        slow = Pages(robots_txt, SLOW_SECONDS if index == 0 else 0)
+        reactor.listenTCP(SLOW_PORT, Site(slow), interface=host(index))
 
     class StopOnClose(Protocol):
         def connectionLost(self, reason=None) -> None:
@@ -165,6 +174,15 @@ def crawl(middleware: str, scenario: str) -> None:
     )
 
 
+def start_sites(folder: Path | None) -> subprocess.Popen[bytes]:
+    """Start serve() in a child process; return once it listens."""
+    command = [sys.executable, __file__, "serve", *([str(folder)] if folder else [])]
+    server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert server.stdout is not None
+    server.stdout.readline()
+    return server
+
+
 def run_one(middleware: str, scenario: str) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, __file__, "crawl", middleware, scenario], capture_output=True, text=True, check=True
@@ -176,11 +194,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--throughput-only", action="store_true", help="run the normal crawl only")
+    corpus.add_option(parser)
     args = parser.parse_args()
 
-    server = subprocess.Popen([sys.executable, __file__, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert server.stdout is not None
-    server.stdout.readline()
+    server = start_sites(args.corpus)
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     try:
         for round_ in range(args.rounds):
@@ -226,7 +243,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
-        serve()
+        serve(Path(sys.argv[2]) if sys.argv[2:] else None)
     elif sys.argv[1:2] == ["crawl"]:
         crawl(sys.argv[2], sys.argv[3])
     else:

@@ -5,7 +5,7 @@ ProtegoRobotParser per netloc, never evicted).
 Each corpus file stands for one origin; every origin is checked once, as a
 crawl would, before memory is measured with tracemalloc.
 
-    python benchmarks/origin_memory.py [CORPUS_DIR]
+    python benchmarks/origin_memory.py [--corpus DIR]
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import gc
 import time
 import tracemalloc
 from collections.abc import Callable
-from pathlib import Path
 
-from parser_bench import AGENT, DEFAULT_CORPUS
+import corpus
+from corpus import AGENT
 from scrapy.robotstxt import ProtegoRobotParser
 
 from scrapy_robots_coccoc import RobotsTxt
@@ -56,9 +56,9 @@ def held(fill: Callable[[list[tuple[str, bytes]]], object], bodies: list[tuple[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("corpus", nargs="?", type=Path, default=DEFAULT_CORPUS)
+    corpus.add_option(parser)
     args = parser.parse_args()
-    bodies = [(f"https://{p.name}:443", p.read_bytes()) for p in sorted(args.corpus.iterdir()) if p.is_file()]
+    bodies = [(f"https://{host}:443", body) for host, body in corpus.load(args.corpus)]
     raw = sum(len(body) for _, body in bodies)
     ours, stock = held(fill_ours, bodies), held(fill_stock, bodies)
     count = len(bodies)

@@ -6,7 +6,7 @@ Redis store; pages per second of the whole cluster, Redis / memory.
 Needs redis-server on the PATH (``make test`` installs Debian's). Rounds
 alternate the stores; figures are medians.
 
-    python benchmarks/redis_bench.py [--rounds N]
+    python benchmarks/redis_bench.py [--rounds N] [--corpus DIR]
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import subprocess
 import sys
 import time
 
-from crawl_bench import ALL_PATHS, FAST_PORT, MIDDLEWARES, ORIGINS, host
+import corpus
+from crawl_bench import ALL_PATHS, FAST_PORT, MIDDLEWARES, ORIGINS, host, start_sites
 
 WORKERS = 3
 STORES = {"memory": "scrapy_robots_coccoc.stores.MemoryStore", "redis": "scrapy_robots_coccoc.stores.RedisStore"}
@@ -98,6 +99,7 @@ def run_cluster(redis_url: str, store: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
+    corpus.add_option(parser)
     args = parser.parse_args()
 
     with socket.socket() as sock:
@@ -107,11 +109,8 @@ def main() -> None:
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
     )
-    sites = subprocess.Popen(
-        [sys.executable, "crawl_bench.py", "serve"], cwd=sys.path[0], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    assert sites.stdout is not None and sites.stdin is not None
-    sites.stdout.readline()
+    sites = start_sites(args.corpus)
+    assert sites.stdin is not None
     redis_url = f"redis://127.0.0.1:{port}/0"
     wait_for_redis(redis_url)
     rates: dict[str, list[float]] = {name: [] for name in STORES}
