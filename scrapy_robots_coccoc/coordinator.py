@@ -22,7 +22,8 @@ from twisted.internet.task import deferLater
 
 from . import _compat
 from .exceptions import RobotsTxtFault
-from .fetcher import LocalFault, Rules, Unrestricted, describe, robots_url
+from .fetcher import LocalFault, Rules, Unrestricted, describe
+from .origins import robots_url
 from .signals import robotstxt_sitemaps_found
 from .stores import OriginState
 
@@ -267,8 +268,7 @@ class OriginCoordinator:
         self._announced.move_to_end(origin)
         while len(self._announced) > self._max_origins:
             self._announced.popitem(last=False)
-        base = robots_url(origin)
-        sitemaps = list(dict.fromkeys(urljoin(base, url) for url in robots.sitemaps))
+        sitemaps = absolute(robots_url(origin), robots.sitemaps)
         self._crawler.signals.send_catch_log(
             signal=robotstxt_sitemaps_found, origin=origin, sitemaps=sitemaps, request=request
         )
@@ -297,6 +297,17 @@ class OriginCoordinator:
 
     def _call_store_later(self, method: str, *args: Any) -> None:
         deferred_from_coro(self._call_store(method, None, *args))
+
+
+def absolute(base: str, urls: list[str]) -> list[str]:
+    """*urls* resolved against *base*, duplicates and unparsable ones left out."""
+    resolved = []
+    for url in urls:
+        try:
+            resolved.append(urljoin(base, url))
+        except ValueError:  # an unclosed IPv6 bracket, say
+            continue
+    return list(dict.fromkeys(resolved))
 
 
 def _readable(state: Any) -> bool:

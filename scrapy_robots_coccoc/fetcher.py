@@ -26,7 +26,7 @@ from scrapy.utils.python import to_unicode
 
 from . import _compat
 from ._robotstxt import MAX_BYTES, RobotsTxt
-from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of
+from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of, robots_url
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -116,15 +116,6 @@ class LocalFault:
 
 
 FetchOutcome = Rules | Unrestricted | NoAnswer | LocalFault
-
-
-def robots_url(origin: str) -> str:
-    """The robots.txt URL of an origin, without the scheme's default port."""
-    scheme, _, hostport = origin.partition("://")
-    host, _, port = hostport.rpartition(":")
-    if int(port) == DEFAULT_PORTS[scheme]:
-        hostport = host
-    return f"{scheme}://{hostport}/robots.txt"
 
 
 def describe(exc: BaseException) -> str:

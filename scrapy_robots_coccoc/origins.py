@@ -29,6 +29,8 @@ def origin_of(request: Request) -> str:
         port = parsed.port
     except ValueError as exc:  # an unparsable IPv6 literal or port
         raise InvalidOrigin(f"invalid host or port in {request.url!r}: {exc}") from None
+    if parsed.scheme not in DEFAULT_PORTS:
+        raise InvalidOrigin(f"not an http(s) URL: {request.url!r}")
     host = parsed.hostname
     if not host:
         raise InvalidOrigin(f"no host in {request.url!r}")
@@ -40,3 +42,13 @@ def origin_of(request: Request) -> str:
         host = f"[{host}]"
     return f"{parsed.scheme}://{host}:{port}"
 
+
+
+def robots_url(origin: str) -> str:
+    """The robots.txt URL of an origin, written without the scheme's default
+    port, as a site's own links (and its sitemap URLs) usually are."""
+    scheme, _, hostport = origin.partition("://")
+    host, _, port = hostport.rpartition(":")
+    if int(port) == DEFAULT_PORTS[scheme]:
+        hostport = host
+    return f"{scheme}://{hostport}/robots.txt"

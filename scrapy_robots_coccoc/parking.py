@@ -12,6 +12,7 @@ go back to the scheduler (a persistent one keeps them for the next run).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -54,6 +55,7 @@ class Parking:
         self._parked: dict[Request, Deferred[Any]] = {}
         # Requests done waiting, in turn for a place in the downloader.
         self._returning: deque[tuple[Request, Deferred[None]]] = deque()
+        self._closing = False
         self._watch = LoopingCall(self._look_around)
         crawler.signals.connect(self._on_departure, signal=signals.request_left_downloader)
         crawler.signals.connect(self._keep_open, signal=signals.spider_idle)
@@ -84,8 +86,10 @@ class Parking:
                 del self._parked[request]
             await self._return(request, active)
             return result
-        except CancelledError:
-            raise SpiderClosing from None
+        except (CancelledError, asyncio.CancelledError):
+            if self._closing:
+                raise SpiderClosing from None
+            raise
         finally:
             active.add(request)
 
@@ -118,6 +122,7 @@ class Parking:
 
     def _look_around(self) -> None:
         if _compat.engine_closing(self._crawler.engine):
+            self._closing = True
             for deferred in [*self._parked.values(), *(turn for _, turn in self._returning)]:
                 deferred.cancel()
             self._returning.clear()

@@ -16,7 +16,7 @@ from scrapy.utils.sitemap import sitemap_urls_from_robots
 
 from ._compat import sitemap_callbacks, sitemap_parser
 from .exceptions import RobotsTxtOnly
-from .origins import DEFAULT_PORTS, origin_of
+from .origins import origin_of, robots_url
 from .signals import robotstxt_sitemaps_found
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class RobotsSitemapMixin(_MixinBase):
         """Schedule the sitemaps of one robots.txt that are new, in scope and
         under the per-site cap; relative URLs are resolved against that
         robots.txt."""
-        self._take_sitemaps(origin, sitemaps, robots_txt_url(origin))
+        self._take_sitemaps(origin, sitemaps, robots_url(origin))
 
     def _take_sitemaps(self, origin: str, sitemaps: Iterable[str], base_url: str | None = None) -> None:
         stats = self.crawler.stats
@@ -181,13 +181,6 @@ class RobotsSitemapMixin(_MixinBase):
             domains = getattr(self, "allowed_domains", None) or [site]
             return any(within(host, domain) for domain in domains)
         return within(host, site) or within(site, host)
-
-
-def robots_txt_url(origin: str) -> str:
-    """The robots.txt URL of an origin (``scheme://host:port``), written
-    without the scheme's default port, as sitemap URLs usually are."""
-    scheme, _, host_port = origin.partition("://")
-    return f"{scheme}://{host_port.removesuffix(f':{DEFAULT_PORTS.get(scheme)}')}/robots.txt"
 
 
 def within(host: str, domain: str) -> bool:

@@ -176,3 +176,35 @@ async def test_parser_backend_works_with_scrapys_own_middleware(sites):
     crawler = await crawl(settings, urls=urls, follow=False)
     assert sorted(crawler.spider.crawled) == sorted(urls[1:])
     assert stat(crawler, "robotstxt/forbidden") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_requests_waiting_at_close_come_back_with_a_persistent_scheduler(sites, tmp_path):
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": [robots(RULES, delay=1.5), robots(RULES)]}))
+    urls = [site.url(f"/page/{i}") for i in range(6)] + [site.url("/private/x")]
+    settings = {"JOBDIR": str(tmp_path / "job"), "CLOSESPIDER_TIMEOUT": 0.5}
+    first = await crawl(settings, urls=urls, follow=False)
+    # Closed while every request waited for robots.txt: none was lost.
+    assert first.spider.crawled == [] and first.spider.failures == {}
+    assert stat(first, "robotstxt/rescheduled_on_close") == len(urls)
+    second = await crawl({"JOBDIR": settings["JOBDIR"]}, urls=[], follow=False)
+    assert sorted(second.spider.crawled) == sorted(urls[:-1])
+    assert list(second.spider.failures) == [site.url("/private/x")]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_paced_crawl_closes_about_as_fast_as_stock_scrapy(sites):
+    ours_site, stock_site = sites(
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.4\n")}),
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow: /nothing\n")}),
+    )
+    close = {"CLOSESPIDER_TIMEOUT": 1, "DOWNLOAD_DELAY_JITTER": 0}
+    start = time.monotonic()
+    await crawl(close, urls=[ours_site.url(f"/p{i}") for i in range(40)], follow=False)
+    ours = time.monotonic() - start
+    stock = {**close, "DOWNLOADER_MIDDLEWARES": {}, "DOWNLOAD_DELAY": 0.4}
+    start = time.monotonic()
+    await crawl(stock, urls=[stock_site.url(f"/p{i}") for i in range(40)], follow=False)
+    baseline = time.monotonic() - start
+    assert ours <= 1.5 * baseline + 0.3, (ours, baseline)
+    assert len(ours_site.paths()) < 41  # closed early, not crawled to the end

@@ -1,0 +1,82 @@
+"""Canaries: every Scrapy internal reached through ``_compat`` still exists in
+the installed Scrapy. A failure names what a Scrapy upgrade changed."""
+
+from __future__ import annotations
+
+import pytest
+import pytest_twisted
+from scrapy import Spider
+from scrapy.crawler import CrawlerRunner
+from scrapy.spiders import SitemapSpider
+
+from scrapy_robots_coccoc import _compat
+
+
+def test_check_passes_on_the_installed_scrapy():
+    _compat.check()
+
+
+def test_engine_download_exists():
+    from scrapy.core.engine import ExecutionEngine
+
+    assert hasattr(ExecutionEngine, "download_async") or hasattr(ExecutionEngine, "download"), (
+        "ExecutionEngine lost download/download_async: update _compat.download"
+    )
+
+
+def test_robots_parsed_is_found_where_scrapy_has_it():
+    from scrapy import signals
+
+    assert _compat.ROBOTS_PARSED is getattr(signals, "robots_parsed", None)
+    if _compat.SCRAPY_VERSION >= (2, 18):
+        assert _compat.ROBOTS_PARSED is not None, "Scrapy 2.18+ should define signals.robots_parsed"
+
+
+class _Inspecting(Spider):
+    """Looks at the running engine through _compat, from inside a crawl."""
+
+    name = "inspecting"
+
+    async def start(self):
+        engine = self.crawler.engine
+        self.seen = {
+            "active": isinstance(_compat.downloader_active(engine), set),
+            "closing": _compat.engine_closing(engine),
+        }
+        _compat.wake_engine(engine)
+        return
+        yield
+
+
+@pytest_twisted.ensureDeferred
+async def test_engine_and_downloader_internals():
+    crawler = CrawlerRunner({"TELNETCONSOLE_ENABLED": False}).create_crawler(_Inspecting)
+    await crawler.crawl()
+    assert crawler.spider.seen["active"], "Downloader.active is no longer a set: update _compat.downloader_active"
+    assert crawler.spider.seen["closing"] is False, "a running engine counted as closing: update _compat"
+    assert _compat.engine_closing(crawler.engine), "a stopped engine should count as closing"
+
+
+def test_sitemap_spider_internals():
+    class Shop(SitemapSpider):
+        name = "shop"
+        sitemap_rules = [("/product/", "parse_product")]
+
+        def parse_product(self, response):
+            return None
+
+    spider = Shop()
+    ((pattern, callback),) = _compat.sitemap_callbacks(spider)
+    assert pattern.search("https://x/product/1") and callback == spider.parse_product, (
+        "SitemapSpider._cbs changed shape: update _compat.sitemap_callbacks"
+    )
+    assert callable(_compat.sitemap_parser(spider)), "SitemapSpider._parse_sitemap is gone"
+
+
+@pytest.mark.parametrize("name", ["send_catch_log_async", "send_catch_log_deferred"])
+def test_signal_manager_can_send_async(name):
+    from scrapy.signalmanager import SignalManager
+
+    if name == "send_catch_log_async" and _compat.SCRAPY_VERSION < (2, 14):
+        pytest.skip("added in Scrapy 2.14; _compat falls back to send_catch_log_deferred")
+    assert hasattr(SignalManager, name)
