@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ._ruleset import MEMBER_LINE, RULESETS, RequestRate, Rule, RuleSet, Section, VisitTime, field_line
+from ._ruleset import MEMBER_LINE, RULESETS, RequestRate, Rule, RuleSet, Section, VisitTime, field_line, fold_case
 from ._urlpattern import path_of
 from ._useragent import EXACT, agent_key, robot_name
 
@@ -16,11 +16,11 @@ _BOM = b"\xef\xbb\xbf"
 # Google robots.cc (KeyIsUserAgent) also accepts "useragent" and "user agent";
 # the latter never without its colon, since that line would have three words.
 _USER_AGENT = re.compile(
-    rb"\n[ \t]*(?:user[- ]?agent[ \t]*:|user-?agent[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*([^\n#]*)",
-    re.IGNORECASE,
+    rb"\n[ \t]*(?:%s[ \t]*:|%s[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*([^\n#]*)"
+    % (fold_case(rb"user[- ]?agent"), fold_case(rb"user-?agent"))
 )
 # Google robots.cc (KeyIsSitemap) also accepts "site-map".
-_SITEMAP = re.compile(field_line(rb"site-?map"), re.IGNORECASE)
+_SITEMAP = re.compile(field_line(rb"site-?map"))
 
 
 class Decision(NamedTuple):

@@ -64,6 +64,12 @@ MEMBER_FIELDS.update({field.capitalize(): kind for field, kind in MEMBER_FIELDS.
 MEMBER_FIELDS[b"Crawl-Delay"] = _CRAWL_DELAY
 
 
+def fold_case(words: bytes) -> bytes:
+    """Return a case-sensitive regular expression matching *words* in any case:
+    ``re.IGNORECASE`` costs four times as much on every line tried."""
+    return re.sub(rb"[a-z]", lambda m: b"[" + m[0] + m[0].upper() + b"]", words)
+
+
 def field_line(fields: bytes, capture: bool = True) -> bytes:
     """Return the regular expression of a line holding one of *fields* and its value.
 
@@ -75,20 +81,23 @@ def field_line(fields: bytes, capture: bool = True) -> bytes:
     captured without the white space around it; the field name only when
     *capture* is true.
     """
-    name = (b"(" if capture else b"(?:") + fields + b")"
+    name = (b"(" if capture else b"(?:") + fold_case(fields) + b")"
     separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*"
-    return rb"\n[ \t]*" + name + separator + rb"([^\s#](?:[^#\n]*[^\s#])?|)"
+    # Lines that cannot start with a field are left at their first character.
+    initials = bytes(sorted({word[0] for word in re.sub(rb"[^a-z|]", b"", fields.lower()).split(b"|") if word}))
+    first = rb"(?=[" + initials + initials.upper() + rb"])"
+    return rb"\n[ \t]*" + first + name + separator + rb"([^\s#](?:[^#\n]*[^\s#])?|)"
 
 
 def _fields(kinds: range) -> bytes:
     return b"|".join(re.escape(f) for f, kind in MEMBER_FIELDS.items() if f.islower() and kind in kinds)
 
 
-MEMBER_LINE = re.compile(field_line(_fields(range(5))), re.IGNORECASE)
+MEMBER_LINE = re.compile(field_line(_fields(range(5))))
 # Allow, Disallow and extension values are read with one C-speed findall each.
-_ALLOW_LINE = re.compile(field_line(_fields(range(_ALLOW, _ALLOW + 1)), capture=False), re.IGNORECASE)
-_DISALLOW_LINE = re.compile(field_line(_fields(range(_DISALLOW, _DISALLOW + 1)), capture=False), re.IGNORECASE)
-_EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))), re.IGNORECASE)
+_ALLOW_LINE = re.compile(field_line(_fields(range(_ALLOW, _ALLOW + 1)), capture=False))
+_DISALLOW_LINE = re.compile(field_line(_fields(range(_DISALLOW, _DISALLOW + 1)), capture=False))
+_EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))))
 _PREFILTER_MAX = 64
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _WINDOW = re.compile(r"(\d{1,2}):?(\d\d)\s*(?:-|\s)\s*(\d{1,2}):?(\d\d)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import time as clock
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -332,6 +333,7 @@ def test_any_bytes_parse_and_answer(body, path):
     robots.explain(path, "Mozilla/5.0 (compatible; coccocbot-web/1.0)")
 
 
+@cache
 def _corpus_files() -> list[Path]:
     return sorted(CORPUS.iterdir()) if CORPUS.is_dir() else []
 

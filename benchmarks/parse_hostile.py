@@ -1,0 +1,95 @@
+"""Hostile 500 KiB robots.txt bodies: parse time against a normal 500 KiB
+file and against Protego on the same body. The middleware parses on the
+reactor, so a slow parse stops every download of the crawl.
+
+Goal per body: <= 0.25 s, and within 5x the normal file or 2x Protego.
+
+    python benchmarks/parse_hostile.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+from protego import Protego
+
+from scrapy_robots_coccoc import RobotsTxt
+from scrapy_robots_coccoc._robotstxt import MAX_BYTES
+from scrapy_robots_coccoc._ruleset import RULESETS
+
+AGENT = "coccocbot-web"
+
+
+def fill(unit: bytes, prefix: bytes = b"") -> bytes:
+    """*prefix* then *unit* repeated up to MAX_BYTES."""
+    return (prefix + unit * (MAX_BYTES // len(unit) + 1))[:MAX_BYTES]
+
+
+def normal() -> bytes:
+    lines = [b"User-agent: *"]
+    for index in range(30000):
+        lines.append(b"Disallow: /section-%d/private/" % index if index % 3 else b"Allow: /section-%d/" % index)
+        if index % 50 == 0:
+            lines.append(b"\n# comment\nUser-agent: bot%d" % index)
+    return (b"\n".join(lines) + b"\n")[:MAX_BYTES]
+
+
+BODIES: dict[str, Callable[[], bytes]] = {
+    "normal file": normal,
+    "one line of 'user '": lambda: fill(b"user "),
+    "one line of 'sitemap '": lambda: fill(b"sitemap "),
+    "one line of 'disallow: '": lambda: fill(b"disallow: ", b"User-agent: *\n"),
+    "27,500 User-agent lines": lambda: fill(b"User-agent: a-bot\n"),
+    "User-agent/Disallow pairs": lambda: fill(b"User-agent: a\nDisallow: /\n"),
+    "rules with many '*'": lambda: fill(b"Disallow: /*a*b*c*d*e*f*g*h*$\n", b"User-agent: *\n"),
+    "one 500 KiB line": lambda: fill(b"a", b"User-agent: *\nDisallow: /"),
+    "500 KiB of spaces": lambda: fill(b" ", b"User-agent: *\nDisallow:"),
+    "500 KiB of newlines": lambda: fill(b"\n", b"User-agent: *\n"),
+    "500 KiB of '#'": lambda: fill(b"#"),
+}
+
+
+def parse_ours(body: bytes) -> None:
+    # What the middleware does: parse, then decide the first request.
+    RULESETS.clear()
+    RobotsTxt.parse(body).allowed("/a/b", AGENT)
+
+
+def parse_protego(body: bytes) -> None:
+    Protego.parse(body.decode("utf-8", "ignore")).can_fetch("/a/b", AGENT)
+
+
+def median_seconds(func: Callable[[bytes], None], body: bytes, rounds: int) -> float:
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        func(body)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--no-protego", action="store_true", help="skip Protego (slow on some bodies)")
+    args = parser.parse_args()
+    print(f"median of {args.rounds} rounds; parse + first check")
+    print(f"{'body':<28}{'ours s':>9}{'Protego s':>11}{'/normal':>9}{'/Protego':>10}  goal")
+    baseline = 0.0
+    for name, make in BODIES.items():
+        body = make()
+        ours = median_seconds(parse_ours, body, args.rounds)
+        theirs = float("nan") if args.no_protego else median_seconds(parse_protego, body, args.rounds)
+        baseline = baseline or ours
+        met = ours <= 0.25 and (ours <= 5 * baseline or ours <= 2 * theirs)
+        print(
+            f"{name:<28}{ours:>9.4f}{theirs:>11.4f}{ours / baseline:>9.2f}{ours / theirs:>10.3f}"
+            f"  {'met' if met else 'MISSED'}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""RobotsTxt where SPEC.md defers to RFC 9309 and Google's robots.cc (issue 13),
+with the agent values, headers and lines met in real robots.txt files."""
+
+from __future__ import annotations
+
+import time
+from datetime import time as clock
+
+import pytest
+
+from scrapy_robots_coccoc import RequestRate, RobotsTxt, VisitTime
+from scrapy_robots_coccoc._robotstxt import MAX_BYTES
+from scrapy_robots_coccoc._useragent import robot_name
+
+WEB = "coccocbot-web"
+
+
+def blocked(agent_value: str, robot: str) -> bool:
+    """Whether a group of *agent_value* with ``Disallow: /`` shuts out *robot*."""
+    return not RobotsTxt.parse(f"User-agent: {agent_value}\nDisallow: /\n").allowed("/x", robot)
+
+
+# --- Agent values --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "robot"),
+    [
+        ("Googlebot/2.1", "googlebot"),
+        ("Googlebot/2.1", "Googlebot-Image"),
+        ("coccocbot-web (images)", WEB),
+        ("Mediapartners-Google*", "Mediapartners-Google"),
+        ("coccocbot*", WEB),
+        ("coccocbot*", "coccocbot-image"),
+        ("Googlebot, Bingbot", "googlebot"),
+        ("s~snapchat-proxy", "s~snapchat-proxy"),
+        ("Go!Zilla", "go!zilla"),
+        ("*WordPress*", "*wordpress*"),
+    ],
+)
+def test_agent_value_applies(value, robot):
+    assert blocked(value, robot)
+
+
+@pytest.mark.parametrize(
+    ("value", "robot"),
+    [
+        ("s~snapchat-proxy", "Scrapy/2.11 (+https://scrapy.org)"),
+        ("s~snapchat-proxy", "snapchat"),
+        ("Go!Zilla", "googlebot"),
+        ("Jävla-Foobot", "jeeves"),
+        ("*WordPress*", WEB),
+        ("*OrkashBot*", "scrapy"),
+        ("barbarbot*x", "barbarbot-prod"),
+        ("coccocbot-web", "coccocbot-image"),
+        ("Googlebot, Bingbot", "bingbot"),
+    ],
+)
+def test_agent_value_is_never_made_more_general(value, robot):
+    assert not blocked(value, robot)
+
+
+def test_star_led_value_is_not_the_catch_all_group():
+    body = "User-agent: *WordPress*\nDisallow: /\n\nUser-agent: *\nDisallow: /private\n"
+    robots = RobotsTxt.parse(body)
+    assert robots.allowed("/public", WEB) and not robots.allowed("/private", WEB)
+    assert robots.explain("/private", WEB).agent == "*"
+
+
+def test_exact_value_beats_a_shorter_prefix():
+    body = "User-agent: go\nDisallow: /a\n\nUser-agent: Go!Zilla\nDisallow: /b\n"
+    robots = RobotsTxt.parse(body)
+    assert robots.allowed("/a", "Go!Zilla/1.0") and not robots.allowed("/b", "Go!Zilla/1.0")
+    assert robots.explain("/b", "go!zilla").agent == "go!zilla"
+    assert not robots.allowed("/a", "googlebot") and robots.allowed("/b", "googlebot")
+
+
+# --- The robot's name in a User-Agent header -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "name"),
+    [
+        ("coccocbot-web", "coccocbot-web"),
+        ("Googlebot/2.1", "googlebot"),
+        ("Mozilla/5.0 (compatible; coccocbot-web/1.1; +http://help.coccoc.com/searchengine)", "coccocbot-web"),
+        (
+            "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 (KHTML, like Gecko) "
+            "Chrome/120.0.0.0 Mobile Safari/537.36 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+            "googlebot",
+        ),
+        ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0", "mozilla"),
+        ("Scrapy/2.11.2 (+https://scrapy.org)", "scrapy"),
+        ("FigTree Robot libwww-perl/5.04", "figtree"),
+        ("", ""),
+    ],
+)
+def test_robot_name(header, name):
+    assert robot_name(header) == name
+
+
+def test_figtree_group_applies_to_its_header():
+    body = "User-agent: figtree\nDisallow: /tmp\n\nUser-agent: *\nDisallow: /\n"
+    robots = RobotsTxt.parse(body)
+    assert robots.allowed("/a", "FigTree Robot libwww-perl/5.04")
+    assert not robots.allowed("/tmp/a", "FigTree Robot libwww-perl/5.04")
+
+
+# --- Percent-encoding normal form ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rule", "url", "matches"),
+    [
+        ("/%7ejoe", "/~joe/index.html", True),
+        ("/~joe", "/%7Ejoe/index.html", True),
+        ("/a<d.html", "/a%3Cd.html", True),
+        ("/a%3cd.html", "/a<d.html", True),
+        ("/path/file-with-a-%2A.html", "/path/file-with-a-*.html", True),
+        ("/path/file-with-a-%2A.html", "/path/file-with-a-b.html", False),
+        ("/path/foo-%24", "/path/foo-$", True),
+        ("/path/foo-%24", "/path/foo-", False),
+        ("/a$b", "/a$b", True),
+        ("/a%2Fb", "/a/b", False),
+        ("/tin-tức", "/tin-t%e1%bb%a9c", True),
+    ],
+)
+def test_rules_and_urls_compare_in_one_normal_form(rule, url, matches):
+    robots = RobotsTxt.parse(f"User-agent: *\nDisallow: {rule}\n".encode())
+    assert robots.allowed(url, WEB) is not matches
+
+
+def test_explanation_shows_the_normal_form():
+    robots = RobotsTxt.parse("User-agent: *\nDisallow: /%7ejoe\nDisallow: /a<d\nDisallow: /x%2a\n")
+    assert robots.explain("/~joe/", WEB).rule.pattern == "/~joe"
+    assert robots.explain("/a%3cd", WEB).rule.pattern == "/a%3Cd"
+    assert robots.explain("/x*", WEB).rule == (False, "/x%2A", 4)
+
+
+# --- Google's accepted mistakes ----------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw", "DISALOW"])
+def test_disallow_misspellings(field):
+    assert not RobotsTxt.parse(f"User-agent: *\n{field}: /x\n").allowed("/x", WEB)
+
+
+@pytest.mark.parametrize("field", ["user-agent", "useragent", "user agent", "User Agent"])
+def test_user_agent_spellings(field):
+    assert not RobotsTxt.parse(f"{field}: coccocbot\nDisallow: /x\n").allowed("/x", WEB)
+
+
+def test_field_names_are_compared_whole():
+    assert RobotsTxt.parse("User-agent: *\nDisallowed: /x\nDisallow-all: /\n").allowed("/x", WEB)
+
+
+def test_lines_without_colon():
+    robots = RobotsTxt.parse("user-agent coccocbot\ndisallow /private\nallow /private/ok # fine\n")
+    assert not robots.allowed("/private/a", WEB) and robots.allowed("/private/ok", WEB)
+    assert robots.explain("/private/ok", WEB).rule.line == 3
+    # Exactly two words, as robots.cc demands: these lines are ignored.
+    assert RobotsTxt.parse("user agent coccocbot\ndisallow /\n").allowed("/x", WEB)
+    assert RobotsTxt.parse("user-agent coccocbot\ndisallow / now\n").allowed("/x", WEB)
+    assert RobotsTxt.parse("sitemap /s.xml\n").sitemaps == ["/s.xml"]
+    assert RobotsTxt.parse("site-map: /s.xml\n").sitemaps == ["/s.xml"]
+
+
+# --- Request-rate and Visit-time ------------------------------------------------------
+
+
+def test_request_rate_with_window():
+    robots = RobotsTxt.parse("User-agent: *\nRequest-rate: 1/10s 0600-0845\n")
+    assert robots.request_rate(WEB) == RequestRate(1, 10.0, clock(6, 0), clock(8, 45))
+    assert robots.request_rate(WEB).start == clock(6, 0)
+    rate = RobotsTxt.parse("User-agent: *\nRequest-rate: 3/1h\n").request_rate(WEB)
+    assert rate == RequestRate(3, 3600.0) and rate.start is None and rate.end is None
+
+
+def test_visit_time_space_separated():
+    assert RobotsTxt.parse("User-agent: *\nVisit-time: 0200 0630\n").visit_time(WEB) == VisitTime(
+        clock(2, 0), clock(6, 30)
+    )
+    assert RobotsTxt.parse("User-agent: *\nVisit-time: 2500-0630\n").visit_time(WEB) is None
+
+
+# --- The 500 KiB cut -------------------------------------------------------------------
+
+
+def test_line_cut_by_the_limit_is_dropped():
+    head = b"User-agent: *\nDisallow: /\n"
+    body = head + b"#" * (MAX_BYTES - len(head) - len(b"\nAllow: /")) + b"\nAllow: /public\n"
+    robots = RobotsTxt.parse(body)
+    assert robots.truncated
+    assert not robots.allowed("/x", WEB)  # "Allow: /" would have opened the site
+    assert not RobotsTxt.parse(head).truncated
+
+
+def test_line_ending_at_the_limit_is_kept():
+    head = b"User-agent: *\nDisallow: /\n"
+    body = head + b"#" * (MAX_BYTES - len(head) - len(b"\nAllow: /")) + b"\nAllow: /\nAllow: /public\n"
+    robots = RobotsTxt.parse(body)
+    assert robots.truncated and robots.allowed("/x", WEB)
+
+
+# --- Linear time ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"user " * 100_000,
+        b"sitemap " * 60_000,
+        b"User-agent: a-bot\n" * 27_500,
+        b"User-agent: *\n" + b"Disallow: /*a*b*c*d*e*f*g*h*$\n" * 15_000,
+        b"User-agent: *\n" + b"\n" * 500_000,
+    ],
+    ids=["user", "sitemap", "agents", "wildcards", "newlines"],
+)
+def test_hostile_bodies_parse_fast(body):
+    start = time.perf_counter()
+    RobotsTxt.parse(body).allowed("/a", WEB)
+    assert time.perf_counter() - start < 1.0
