@@ -1,0 +1,811 @@
+"""Hostile and faulty sites at the robots.txt fetch (issue 12), in real
+crawls against real Twisted web servers on loopback addresses.
+
+Each test asserts what SPEC.md section 3 promises: redirects stay on the web,
+exact origins, bounded robots.txt bodies, failure classes, a failed refresh
+keeps its rules, never a hang, bounded concurrency after parking, and a good
+citizen inside Scrapy (one start-up WARNING, inherited meta, no ERROR logs).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import socket
+import struct
+import subprocess
+import sys
+import textwrap
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from scrapy import Spider
+from scrapy.crawler import Crawler, CrawlerRunner
+from scrapy.exceptions import IgnoreRequest
+from twisted.web.server import NOT_DONE_YET, Site
+
+from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
+from scrapy_robots_coccoc.stores import MemoryStore, OriginState
+
+from .crawling import SETTINGS, RecordingSpider, stat
+from .sites import LoopbackSite, Page, robots
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = "User-agent: *\nDisallow: /private\n"
+
+
+# --- helpers -----------------------------------------------------------------
+
+
+class HostileSite(LoopbackSite):
+    """A LoopbackSite whose ``handlers`` (path -> function of the Twisted
+    request) may answer in ways a Page cannot: lying headers, broken
+    connections. Records the client address of each request."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handlers: dict[str, Any] = {}
+        self.clients: list[tuple[str, str]] = []  # (path, client host)
+
+    def render_GET(self, request):
+        path = request.uri.decode()
+        self.clients.append((path, request.getClientAddress().host))
+        handler = self.handlers.get(path)
+        if handler is None:
+            return super().render_GET(request)
+        self.log.append((0.0, path))
+        return handler(request)
+
+
+async def bounded_crawl(
+    settings: dict[str, Any] | None = None, spider: type[Spider] = RecordingSpider, timeout: float = 20, **kwargs: Any
+) -> Crawler:
+    """Run a crawl; fail (after stopping it) if it does not end by itself
+    within *timeout* seconds."""
+    from twisted.internet import reactor
+
+    runner = CrawlerRunner({**SETTINGS, **(settings or {})})
+    crawler = runner.create_crawler(spider)
+    timed_out: list[bool] = []
+
+    def stop() -> None:
+        timed_out.append(True)
+        crawler.stop()
+
+    call = reactor.callLater(timeout, stop)
+    try:
+        await crawler.crawl(**kwargs)
+    finally:
+        if call.active():
+            call.cancel()
+    assert not timed_out, f"the crawl did not end by itself within {timeout} s"
+    return crawler
+
+
+def unaccounted(crawler: Crawler, urls: list[str]) -> set[str]:
+    """Requested URLs that were neither downloaded nor errback'd."""
+    spider = crawler.spider
+    return set(urls) - set(spider.crawled) - set(spider.failures)
+
+
+def bad_records(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """ERROR records, records with a traceback, and raw Failure dumps."""
+    return [
+        f"{r.levelname} {r.name}: {r.getMessage()}"
+        for r in caplog.records
+        if r.levelno >= logging.ERROR
+        or r.exc_info
+        or "Traceback" in r.getMessage()
+        or "<twisted.python.failure.Failure" in r.getMessage()
+    ]
+
+
+def ours(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == level and r.name.startswith(("scrapy", "scrapy_robots_coccoc"))
+    ]
+
+
+def listen(site: LoopbackSite, host: str, port: int = 0) -> LoopbackSite:
+    from twisted.internet import reactor
+
+    site.port = reactor.listenTCP(port, Site(site), interface=host)
+    bracketed = f"[{host}]" if ":" in host else host
+    site.address = f"http://{bracketed}:{site.port.getHost().port}"
+    return site
+
+
+def unused_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def own_sites():
+    """Sites started by a test itself (custom address or port); stopped after it."""
+    started: list[LoopbackSite] = []
+    yield started
+    for site in started:
+        site.port.stopListening()
+
+
+# --- 1. redirects stay on the web ---------------------------------------------
+
+
+def non_web_locations(tmp_path: Path) -> dict[str, str]:
+    rules = tmp_path / "robots.txt"
+    rules.write_text("User-agent: *\nDisallow: /\n")
+    return {
+        "file": rules.as_uri(),
+        "data": "data:text/plain,User-agent: *%0ADisallow: /",
+        "ftp": "ftp://127.0.0.1/robots.txt",
+        "s3": "s3://bucket/robots.txt",
+        "javascript": "javascript:alert(1)",
+        "empty": "",
+        "malformed": "http://[::1",
+    }
+
+
+@pytest.mark.parametrize("status", [301, 302])
+@pytest.mark.parametrize("kind", ["file", "data", "ftp", "s3", "javascript", "empty", "malformed"])
+@pytest_twisted.ensureDeferred
+async def test_redirect_off_the_web_is_unrestricted(sites, caplog, tmp_path, kind, status):
+    caplog.set_level(logging.INFO)
+    location = non_web_locations(tmp_path)[kind]
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": Page(status=status, headers={"Location": location})}))
+    urls = [site.url("/"), site.url("/private/x")]
+    crawler = await bounded_crawl(urls=urls, follow=False)
+    # A "Disallow: /" read from the target would have forbidden both.
+    assert sorted(crawler.spider.crawled) == sorted(urls), crawler.spider.failures
+    assert stat(crawler, "robotstxt/forbidden") is None
+    assert stat(crawler, "robotstxt/redirect_count") is None
+    assert stat(crawler, "robotstxt/unavailable/origins") is None
+    assert site.paths().count("/robots.txt") == 1
+    assert bad_records(caplog) == []
+
+
+# --- 2. exact origins ---------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_port_zero_and_dead_port_touch_no_other_origin(own_sites, caplog):
+    caplog.set_level(logging.INFO)
+    host = "127.0.0.77"
+    live = LoopbackSite(pages={"/robots.txt": robots(RULES)})
+    try:
+        # Port 80, so that "port 0 means the default port" would hit it.
+        own_sites.append(listen(live, host, 80))
+    except Exception:
+        own_sites.append(listen(live, host))
+    dead = unused_port(host)
+    zero_urls = [f"http://{host}:0/page", f"http://{host}:0/private/x"]
+    dead_urls = [f"http://{host}:{dead}/page", f"http://{host}:{dead}/private/x"]
+    urls = [*zero_urls, *dead_urls, live.url("/private/x"), live.url("/a")]
+    crawler = await bounded_crawl({"DOWNLOAD_TIMEOUT": 1, "ROBOTSTXT_MAX_RETRIES": 0}, urls=urls, follow=False)
+    failures = crawler.spider.failures
+    assert crawler.spider.crawled == [live.url("/a")]
+    for url in zero_urls:
+        assert isinstance(failures[url], IgnoreRequest), failures.get(url)
+        assert "port" in str(failures[url]), str(failures[url])
+    for url in dead_urls:
+        assert isinstance(failures[url], IgnoreRequest), failures.get(url)
+        assert str(failures[url]), "the IgnoreRequest must say why"
+    # The live origin's own rules still decide its requests.
+    assert isinstance(failures[live.url("/private/x")], IgnoreRequest)
+    assert stat(crawler, "robotstxt/forbidden") == 1
+    assert live.paths() == ["/robots.txt", "/a"]
+    assert stat(crawler, "robotstxt/unavailable/origins") == 1  # the dead port only
+    assert stat(crawler, "robotstxt/invalid_url") == 2
+    assert bad_records(caplog) == []
+
+
+def has_ipv6_loopback() -> bool:
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback on this machine")
+@pytest_twisted.ensureDeferred
+async def test_ipv6_literal_site_is_obeyed(own_sites):
+    site = listen(LoopbackSite(pages={"/robots.txt": robots(RULES)}), "::1")
+    own_sites.append(site)
+    assert site.address.startswith("http://[::1]:")
+    urls = [site.url("/private/x"), site.url("/a"), site.url("/b")]
+    crawler = await bounded_crawl(
+        {"DNS_RESOLVER": "scrapy.resolver.CachingHostnameResolver"}, urls=urls, follow=False
+    )
+    assert sorted(crawler.spider.crawled) == sorted(urls[1:]), crawler.spider.failures
+    assert isinstance(crawler.spider.failures[urls[0]], IgnoreRequest)
+    assert site.paths().count("/robots.txt") == 1
+    assert stat(crawler, "robotstxt/forbidden") == 1
+
+
+# --- 3. the robots.txt body has its own bounds ---------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_robotstxt_larger_than_download_maxsize_still_gives_rules(sites, caplog):
+    caplog.set_level(logging.INFO)
+    body = RULES + "# filler line of a large robots.txt\n" * (300 * 1024 // 36)
+    assert len(body) > 300 * 1024
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(body)}))
+    settings = {"DOWNLOAD_MAXSIZE": 64 * 1024, "DOWNLOAD_WARNSIZE": 32 * 1024}
+    crawler = await bounded_crawl(settings, urls=[site.url("/private/x"), site.url("/a")], follow=False)
+    assert crawler.spider.crawled == [site.url("/a")], crawler.spider.failures
+    assert stat(crawler, "robotstxt/forbidden") == 1
+    assert stat(crawler, "robotstxt/unavailable/origins") is None
+    assert bad_records(caplog) == []
+
+
+def lying_content_length(body: bytes):
+    def handler(request):
+        request.setHeader("Content-Type", "text/plain")
+        request.setHeader("Content-Length", str(10**12))
+        request.write(body)
+        request.transport.loseConnection()
+        return NOT_DONE_YET
+
+    return handler
+
+
+@pytest.mark.parametrize("maxsize", [64 * 1024, 1024**3])
+@pytest_twisted.ensureDeferred
+async def test_lying_huge_content_length_does_not_fail_the_fetch(sites, caplog, maxsize):
+    caplog.set_level(logging.INFO)
+    (site,) = sites(HostileSite())
+    site.handlers["/robots.txt"] = lying_content_length(RULES.encode())
+    settings = {"DOWNLOAD_MAXSIZE": maxsize, "DOWNLOAD_WARNSIZE": 0, "DOWNLOAD_TIMEOUT": 2}
+    crawler = await bounded_crawl(settings, urls=[site.url("/private/x"), site.url("/a")], follow=False)
+    assert crawler.spider.crawled == [site.url("/a")], crawler.spider.failures
+    assert stat(crawler, "robotstxt/forbidden") == 1
+    assert stat(crawler, "robotstxt/unavailable/origins") is None
+    assert bad_records(caplog) == []
+
+
+_BOMBS: dict[str, bytes] = {}
+
+
+def gzip_bomb() -> bytes:
+    """A valid gzip member: RULES then 1.1 GB of zeros, ~1.1 MB compressed,
+    built as a stream (identical full-flushed deflate blocks)."""
+    if "gzip" not in _BOMBS:
+        chunk, count = bytes(1 << 20), 1100
+        head = RULES.encode()
+        deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+        first = deflate.compress(head) + deflate.flush(zlib.Z_FULL_FLUSH)
+        block = deflate.compress(chunk) + deflate.flush(zlib.Z_FULL_FLUSH)
+        tail = deflate.flush()
+        crc = zlib.crc32(head)
+        for _ in range(count):
+            crc = zlib.crc32(chunk, crc)
+        size = len(head) + count * len(chunk)
+        assert size > 1024**3
+        header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+        _BOMBS["gzip"] = header + first + block * count + tail + struct.pack("<II", crc, size & 0xFFFFFFFF)
+    return _BOMBS["gzip"]
+
+
+def peak_rss_reset() -> bool:
+    """Reset this process's peak RSS (Linux 4.0+); False where not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc for peak RSS")
+@pytest.mark.parametrize("encoding", ["gzip", "gzip, gzip"])
+@pytest_twisted.ensureDeferred
+async def test_gzip_bomb_is_inflated_no_further_than_the_bound(sites, caplog, encoding):
+    caplog.set_level(logging.INFO)
+    body = gzip_bomb() if encoding == "gzip" else gzip.compress(gzip_bomb())
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": Page(body, headers={"Content-Encoding": encoding})}))
+    if not peak_rss_reset():
+        pytest.skip("cannot reset the peak RSS of this process")
+    before = peak_rss_bytes()
+    crawler = await bounded_crawl(urls=[site.url("/private/x"), site.url("/a")], follow=False)
+    growth = peak_rss_bytes() - before
+    assert growth < 150 * 1024 * 1024, f"peak RSS grew by {growth / 2**20:.0f} MB"
+    assert crawler.spider.crawled == [site.url("/a")], crawler.spider.failures
+    assert stat(crawler, "robotstxt/forbidden") == 1
+    assert site.request_headers["/robots.txt"].getRawHeaders("accept-encoding") == ["identity"]
+    assert bad_records(caplog) == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_small_gzip_robotstxt_gives_its_rules(sites):
+    page = Page(gzip.compress(RULES.encode()), headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"})
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": page}))
+    crawler = await bounded_crawl(urls=[site.url("/private/x"), site.url("/a")], follow=False)
+    assert crawler.spider.crawled == [site.url("/a")], crawler.spider.failures
+    assert stat(crawler, "robotstxt/forbidden") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_body_that_is_not_in_its_encoding_is_unrestricted_without_error(sites, caplog):
+    caplog.set_level(logging.INFO)
+    page = Page(RULES.encode(), headers={"Content-Encoding": "gzip"})  # says gzip, is not
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": page}))
+    urls = [site.url("/private/x"), site.url("/a")]
+    crawler = await bounded_crawl(urls=urls, follow=False)
+    assert sorted(crawler.spider.crawled) == sorted(urls), crawler.spider.failures
+    assert bad_records(caplog) == []
+
+
+# --- connections broken mid-body ---------------------------------------------
+
+
+def broken_after(body: bytes, how: str):
+    """Write *body*, then break the connection: close it early under a larger
+    Content-Length, or abort (RST) a chunked response."""
+
+    def handler(request):
+        from twisted.internet import reactor
+
+        request.setHeader("Content-Type", "text/plain")
+        if how == "short":
+            request.setHeader("Content-Length", str(len(body) + 1000))
+            request.write(body)
+            request.transport.loseConnection()
+        else:
+            request.write(body)
+            reactor.callLater(0.1, request.transport.abortConnection)
+        return NOT_DONE_YET
+
+    return handler
+
+
+@pytest.mark.parametrize("how", ["short", "abort"])
+@pytest_twisted.ensureDeferred
+async def test_connection_broken_mid_body(sites, caplog, how):
+    caplog.set_level(logging.INFO)
+    (site,) = sites(HostileSite())
+    # The cut leaves "Disallow: /" of "Disallow: /secret": a partial line
+    # that would forbid the whole site if it were read.
+    site.handlers["/robots.txt"] = broken_after(b"User-agent: *\nDisallow: /private\nDisallow: /", how)
+    site.handlers["/broken"] = broken_after(b"<html><body>half a pa", how)
+    urls = [site.url("/private/x"), site.url("/a"), site.url("/broken"), site.url("/b")]
+    crawler = await bounded_crawl({"DOWNLOAD_TIMEOUT": 2}, urls=urls, follow=False, timeout=15)
+    assert unaccounted(crawler, urls) == set()
+    assert sorted(crawler.spider.crawled) == sorted([site.url("/a"), site.url("/b")]), crawler.spider.failures
+    assert isinstance(crawler.spider.failures[site.url("/private/x")], IgnoreRequest)
+    assert stat(crawler, "robotstxt/forbidden") == 1
+    assert stat(crawler, "robotstxt/unavailable/origins") is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_connection_reset_before_any_answer_ends_every_request(sites, caplog):
+    caplog.set_level(logging.INFO)
+    (site,) = sites(HostileSite())
+    site.handlers["/robots.txt"] = lambda request: request.transport.abortConnection() or NOT_DONE_YET
+    urls = [site.url(f"/p{i}") for i in range(5)]
+    crawler = await bounded_crawl({"DOWNLOAD_TIMEOUT": 2}, urls=urls, follow=False, timeout=15)
+    assert unaccounted(crawler, urls) == set()
+    assert crawler.spider.crawled == []
+    assert all(isinstance(e, IgnoreRequest) for e in crawler.spider.failures.values())
+    assert stat(crawler, "robotstxt/unavailable/origins") == 1
+    assert not [m for m in bad_records(caplog) if "Gave up retrying" in m or "ERROR" in m]
+
+
+# --- never a hang: stores and signal handlers that raise ------------------------
+
+
+class FlakyGetStore(MemoryStore):
+    """get() raises the first time."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.failed = False
+
+    def _once(self) -> None:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("store down (test)")
+
+    def get(self, origin: str) -> OriginState | None:
+        self._once()
+        return super().get(origin)
+
+
+class FlakySetStore(FlakyGetStore):
+    def get(self, origin: str) -> OriginState | None:
+        return MemoryStore.get(self, origin)
+
+    def set(self, origin: str, state: OriginState, body: bytes = b"") -> None:
+        self._once()
+        super().set(origin, state, body)
+
+
+class FlakyClaimStore(FlakySetStore):
+    def set(self, origin: str, state: OriginState, body: bytes = b"") -> None:
+        MemoryStore.set(self, origin, state, body)
+
+    def claim(self, origin: str, seconds: float) -> bool:
+        self._once()
+        return super().claim(origin, seconds)
+
+
+class FlakyPeekStore(FlakyGetStore):
+    def get(self, origin: str) -> OriginState | None:
+        return MemoryStore.get(self, origin)
+
+    def peek(self, origin: str) -> OriginState | None:
+        self._once()
+        return MemoryStore.get(self, origin)
+
+
+class GarbageGetStore(FlakyGetStore):
+    """get() returns something that is not a state, once."""
+
+    def get(self, origin: str) -> Any:
+        if not self.failed:
+            self.failed = True
+            return "garbage"
+        return MemoryStore.get(self, origin)
+
+    def peek(self, origin: str) -> OriginState | None:
+        return None
+
+
+class NanExpiryStore(GarbageGetStore):
+    """get() returns a state with a NaN expiry, once."""
+
+    def get(self, origin: str) -> Any:
+        if not self.failed:
+            self.failed = True
+            return OriginState(None, True, float("nan"))
+        return MemoryStore.get(self, origin)
+
+
+class FlakyAsyncSetStore(FlakyGetStore):
+    """An asynchronous store whose set() raises (in its coroutine) once."""
+
+    def get(self, origin: str) -> OriginState | None:
+        return MemoryStore.get(self, origin)
+
+    async def set(self, origin: str, state: OriginState, body: bytes = b"") -> None:
+        self._once()
+        MemoryStore.set(self, origin, state, body)
+
+
+@pytest.mark.parametrize(
+    "store",
+    ["FlakyGetStore", "FlakySetStore", "FlakyClaimStore", "FlakyPeekStore", "GarbageGetStore", "NanExpiryStore",
+     "FlakyAsyncSetStore"],
+)
+@pytest_twisted.ensureDeferred
+async def test_store_that_fails_once_never_hangs_the_crawl(sites, caplog, store):
+    caplog.set_level(logging.INFO)
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(RULES, delay=0.2)}))
+    urls = [site.url(f"/p{i}") for i in range(4)] + [site.url(f"/private/{i}") for i in range(4)]
+    settings = {"ROBOTSTXT_STORE": f"tests.test_hostile.{store}", "CONCURRENT_REQUESTS": 8}
+    crawler = await bounded_crawl(settings, urls=urls, follow=False, timeout=15)
+    assert unaccounted(crawler, urls) == set()
+    failures = crawler.spider.failures
+    # Every failure is a decision or a named fault: an IgnoreRequest.
+    assert all(isinstance(e, IgnoreRequest) for e in failures.values()), failures
+    assert all(url in failures for url in urls if "/private/" in url)  # never opened by a store fault
+    assert not [m for m in bad_records(caplog) if "ERROR" in m], bad_records(caplog)
+
+
+class RaisingHandlersSpider(RecordingSpider):
+    """A spider whose handlers of our sitemap signal and of Scrapy's
+    robots_parsed raise."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RaisingHandlersSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        crawler.signals.connect(spider.boom, signal=robotstxt_sitemaps_found)
+        from scrapy import signals
+
+        if hasattr(signals, "robots_parsed"):
+            crawler.signals.connect(spider.boom, signal=signals.robots_parsed)
+        spider.booms = 0
+        return spider
+
+    def boom(self, **kwargs: Any) -> None:
+        self.booms += 1
+        raise RuntimeError("signal handler failed (test)")
+
+
+@pytest_twisted.ensureDeferred
+async def test_raising_signal_handlers_never_hang_the_crawl(sites):
+    (site,) = sites(LoopbackSite())
+    site.pages["/robots.txt"] = robots(f"Sitemap: {site.url('/sitemap.xml')}\n{RULES}", delay=0.2)
+    urls = [site.url(f"/p{i}") for i in range(4)] + [site.url("/private/x")]
+    crawler = await bounded_crawl(urls=urls, spider=RaisingHandlersSpider, follow=False, timeout=15)
+    assert crawler.spider.booms >= 1
+    assert unaccounted(crawler, urls) == set()
+    assert sorted(crawler.spider.crawled) == sorted(urls[:4]), crawler.spider.failures
+    assert isinstance(crawler.spider.failures[site.url("/private/x")], IgnoreRequest)
+
+
+# --- a good citizen inside Scrapy --------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_stock_middleware_beside_ours_warns_once(sites, caplog):
+    caplog.set_level(logging.INFO)
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(RULES)}))
+    settings = {
+        "DOWNLOADER_MIDDLEWARES": {
+            **SETTINGS["DOWNLOADER_MIDDLEWARES"],
+            "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": 100,
+        }
+    }
+    crawler = await bounded_crawl(settings, urls=[site.url("/private/x"), site.url("/a")], follow=False)
+    assert crawler.spider.crawled == [site.url("/a")]
+    warnings = [m for m in ours(caplog, logging.WARNING) if "RobotsTxtMiddleware" in m]
+    assert len(warnings) == 1, warnings
+    assert "DOWNLOADER_MIDDLEWARES" in warnings[0]
+    assert "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware" in warnings[0]
+
+
+@pytest_twisted.ensureDeferred
+async def test_silent_robotstxt_logs_one_warning_and_no_error(sites, caplog):
+    caplog.set_level(logging.INFO)
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(RULES, delay=3)}))
+    origin = site.address
+    urls = [site.url(f"/p{i}") for i in range(3)]
+    crawler = await bounded_crawl({"DOWNLOAD_TIMEOUT": 1}, urls=urls, follow=False, timeout=15)
+    assert bad_records(caplog) == []
+    assert crawler.spider.crawled == []
+    assert sorted(crawler.spider.failures) == sorted(urls)
+    assert all(isinstance(e, IgnoreRequest) for e in crawler.spider.failures.values())
+    warnings = ours(caplog, logging.WARNING)
+    assert len(warnings) == 1, warnings
+    assert origin in warnings[0]
+    assert any(word in warnings[0].lower() for word in ("took longer", "timeout", "timed out")), warnings[0]
+    assert stat(crawler, "robotstxt/unavailable/origins") == 1
+    assert not [m for m in ours(caplog, logging.INFO) if "Failure" in m]
+
+
+@pytest.mark.parametrize("failure", ["503", "silence"])
+@pytest_twisted.ensureDeferred
+async def test_failed_refresh_keeps_the_rules(sites, caplog, failure):
+    caplog.set_level(logging.INFO)
+    broken = Page(b"down", status=503) if failure == "503" else robots("User-agent: *\nAllow: /\n", delay=3)
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": [robots(RULES), broken]}))
+    chain = 10
+    site.links = {f"/p{i}": [f"/p{i + 1}", f"/private/{i}"] for i in range(chain)}
+    settings = {
+        "ROBOTSTXT_CACHE_SECONDS": 0.3,
+        "DOWNLOAD_DELAY": 0.2,
+        "DOWNLOAD_TIMEOUT": 1,
+        "ROBOTSTXT_MAX_RETRIES": 0,
+    }
+    crawler = await bounded_crawl(settings, urls=[site.url("/p0")], timeout=20)
+    spider = crawler.spider
+    assert sorted(spider.crawled) == sorted(site.url(f"/p{i}") for i in range(chain + 1)), spider.failures
+    assert sorted(spider.failures) == sorted(site.url(f"/private/{i}") for i in range(chain))
+    assert all(isinstance(e, IgnoreRequest) for e in spider.failures.values())
+    assert stat(crawler, "robotstxt/forbidden") == chain
+    assert stat(crawler, "robotstxt/refresh_failed") == 1
+    # The failed refresh is tried again after ROBOTSTXT_UNAVAILABLE_SECONDS, not at once.
+    assert site.paths().count("/robots.txt") == 2
+    # Pages were still requested after the failed refresh ended.
+    refresh_started = site.requests_for("/robots.txt")[1]
+    assert site.requests_for(f"/p{chain}")[0] > refresh_started + (1.0 if failure == "silence" else 0)
+    assert stat(crawler, "robotstxt/unavailable/origins") is None
+    assert bad_records(caplog) == []
+
+
+@pytest.mark.parametrize("status", [500, 503])
+@pytest_twisted.ensureDeferred
+async def test_first_fetch_with_server_error_is_unrestricted(sites, status):
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": Page(b"User-agent: *\nDisallow: /\n", status=status)}))
+    urls = [site.url("/private/x"), site.url("/a")]
+    crawler = await bounded_crawl(urls=urls, follow=False)
+    assert sorted(crawler.spider.crawled) == sorted(urls), crawler.spider.failures
+    assert stat(crawler, f"robotstxt/response_status_count/{status}") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_robotstxt_request_leaves_from_the_bindaddress_of_its_page(sites):
+    (site,) = sites(HostileSite(pages={"/robots.txt": robots(RULES)}))
+    meta = {"bindaddress": ("127.0.0.99", 0)}
+    crawler = await bounded_crawl(urls=[site.url("/private/x"), site.url("/a")], follow=False, meta=meta)
+    assert crawler.spider.crawled == [site.url("/a")], crawler.spider.failures
+    assert dict(site.clients) == {"/robots.txt": "127.0.0.99", "/a": "127.0.0.99"}
+
+
+@pytest_twisted.ensureDeferred
+async def test_robotstxt_request_goes_through_the_proxy_of_its_page(sites):
+    (proxy,) = sites(HostileSite())
+    target = f"http://127.0.0.98:{unused_port('127.0.0.98')}"  # reached only through the proxy
+    proxy.pages[f"{target}/robots.txt"] = robots(RULES)
+    meta = {"proxy": proxy.address}
+    urls = [f"{target}/private/x", f"{target}/a"]
+    crawler = await bounded_crawl(urls=urls, follow=False, meta=meta)
+    assert crawler.spider.crawled == [f"{target}/a"], crawler.spider.failures
+    assert isinstance(crawler.spider.failures[f"{target}/private/x"], IgnoreRequest)
+    assert proxy.paths() == [f"{target}/robots.txt", f"{target}/a"]
+
+
+# --- bounded concurrency after parking -------------------------------------------
+
+
+class InFlight:
+    def __init__(self) -> None:
+        self.total = 0
+        self.peak = 0
+        self.per_site: dict[str, int] = {}
+        self.peak_per_site = 0
+
+
+class CountingSite(LoopbackSite):
+    """Counts page requests (robots.txt aside) in flight across all sites."""
+
+    def __init__(self, counter: InFlight, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.counter = counter
+
+    def render_GET(self, request):
+        if request.uri != b"/robots.txt":
+            counter, key = self.counter, self.address
+            counter.total += 1
+            counter.per_site[key] = counter.per_site.get(key, 0) + 1
+            counter.peak = max(counter.peak, counter.total)
+            counter.peak_per_site = max(counter.peak_per_site, counter.per_site[key])
+
+            def done(_: Any) -> None:
+                counter.total -= 1
+                counter.per_site[key] -= 1
+
+            request.notifyFinish().addBoth(done)
+        return super().render_GET(request)
+
+
+@pytest.mark.parametrize(("total", "per_domain"), [(4, 4), (6, 2)])
+@pytest_twisted.ensureDeferred
+async def test_pages_in_flight_never_exceed_concurrency_after_parking(sites, total, per_domain):
+    counter = InFlight()
+    configured = [
+        CountingSite(
+            counter,
+            pages={"/robots.txt": robots(RULES, delay=0.5), **{f"/p{i}": Page(b"<html></html>", delay=0.2) for i in range(6)}},
+        )
+        for _ in range(5)
+    ]
+    started = sites(*configured)
+    urls = [s.url(f"/p{i}") for i in range(6) for s in started]
+    settings = {"CONCURRENT_REQUESTS": total, "CONCURRENT_REQUESTS_PER_DOMAIN": per_domain}
+    crawler = await bounded_crawl(settings, urls=urls, follow=False, timeout=30)
+    assert sorted(crawler.spider.crawled) == sorted(urls), crawler.spider.failures
+    assert stat(crawler, "robotstxt/parked"), "no request was parked: the test does not test parking"
+    assert counter.peak <= total, f"{counter.peak} pages in flight with CONCURRENT_REQUESTS = {total}"
+    assert counter.peak_per_site <= per_domain
+    assert counter.peak >= min(total, 2)  # the servers did see concurrency
+
+
+# --- a local fault that is not the site's --------------------------------------------
+
+LOCAL_FAULT_SCRIPT = textwrap.dedent(
+    """
+    import json, logging, os, resource, sys
+    from scrapy.utils.reactor import install_reactor
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
+    from scrapy import Request
+    from scrapy.crawler import CrawlerRunner
+    from scrapy.exceptions import IgnoreRequest
+    from scrapy_robots_coccoc.coordinator import OriginCoordinator
+    from tests.crawling import SETTINGS, RecordingSpider
+    from tests.sites import LoopbackSite, robots, serve
+
+    # A short retry interval, so that the retry is seen within the test.
+    OriginCoordinator.FAULT_SECONDS = 1.0
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append([record.levelname, record.name, record.getMessage(), bool(record.exc_info)])
+
+    logging.getLogger().addHandler(Keep())
+    logging.getLogger().setLevel(logging.INFO)
+    site = serve(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\\nDisallow: /private\\n")}), "127.0.0.2")
+    filler = []
+
+    def release():
+        while filler:
+            os.close(filler.pop())
+
+    class Spider(RecordingSpider):
+        async def start(self):
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512), hard))
+            try:
+                while True:
+                    filler.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError:
+                pass  # EMFILE: this process has no descriptor left
+            for path in ("/a", "/b", "/private/x"):
+                yield Request(site.url(path), errback=self.failed, dont_filter=True)
+            await deferLater(reactor, 0.5)
+            release()
+            await deferLater(reactor, 1.0)  # past FAULT_SECONDS
+            for path in ("/c", "/private/y"):
+                yield Request(site.url(path), errback=self.failed, dont_filter=True)
+
+        def failed(self, failure):
+            release()
+            super().failed(failure)
+
+    async def main():
+        crawler = CrawlerRunner({**SETTINGS}).create_crawler(Spider)
+        await crawler.crawl(urls=[])
+        stats = {k: v for k, v in crawler.stats.get_stats().items() if k.startswith("robotstxt/")}
+        print(json.dumps({
+            "crawled": crawler.spider.crawled,
+            "failures": {u: [type(e).__name__, isinstance(e, IgnoreRequest), str(e)]
+                         for u, e in crawler.spider.failures.items()},
+            "stats": stats,
+            "records": records,
+            "robots_fetches": site.paths().count("/robots.txt"),
+            "filler": len(filler),
+        }, default=str))
+
+    from twisted.internet.defer import ensureDeferred
+    d = ensureDeferred(main())
+    d.addBoth(lambda r: (print(r, file=sys.stderr) if r is not None else None, reactor.stop()))
+    reactor.run()
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs Linux RLIMIT_NOFILE")
+def test_out_of_file_descriptors_is_a_local_fault_not_the_sites():
+    """Real EMFILE: a crawl in a subprocess that has used up its descriptors
+    when robots.txt is fetched."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOCAL_FAULT_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert lines, (done.stdout[-2000:], done.stderr[-3000:])
+    result = json.loads(lines[-1])
+    failures, stats = result["failures"], result["stats"]
+    site = "http://127.0.0.2:"
+    first = {u: f for u, f in failures.items() if u.endswith(("/a", "/b", "/private/x"))}
+    assert len(first) == 3, (failures, result["records"])
+    for name, ignored, message in first.values():
+        assert ignored, (name, message)
+        assert "Too many open files" in message or "EMFILE" in message or "24" in message, message
+    warnings = [m for level, _, m, _ in result["records"] if level == "WARNING" and "robots.txt" in m]
+    assert len(warnings) == 1, warnings
+    assert "not the site" in warnings[0]
+    assert stats.get("robotstxt/local_faults") == 1, stats
+    assert "robotstxt/unavailable/origins" not in stats, stats
+    # Retried after the short fault interval, not an hour: the site's rules decide.
+    assert any(u.endswith("/c") and u.startswith(site) for u in result["crawled"]), result
+    later = [f for u, f in failures.items() if u.endswith("/private/y")]
+    assert later and later[0][0] == "RobotsTxtForbidden", failures
+    assert result["robots_fetches"] == 1
+    assert not [r for r in result["records"] if r[0] in ("ERROR", "CRITICAL") or r[3]], result["records"]
