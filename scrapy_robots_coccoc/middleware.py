@@ -55,6 +55,7 @@ class RobotsTxtMiddleware:
         # The agent whose Crawl-delay paces a site: the crawl's own robot.
         self._crawl_agent: str = self._user_agent or self._default_user_agent
         max_retries = settings.getint("ROBOTSTXT_MAX_RETRIES", 1)
+        max_origins = settings.getint("ROBOTSTXT_MAX_ORIGINS", 100_000)
         store: Store = build_from_crawler(
             load_object(settings.get("ROBOTSTXT_STORE", "scrapy_robots_coccoc.stores.MemoryStore")), crawler
         )
@@ -69,12 +70,12 @@ class RobotsTxtMiddleware:
             unavailable_seconds=settings.getfloat("ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
             # One hop's worst case: a crashed peer holds the others no longer.
             claim_seconds=settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (max_retries + 1) + 5,
-            max_origins=settings.getint("ROBOTSTXT_MAX_ORIGINS", 100_000),
+            max_origins=max_origins,
         )
         concurrency = settings.getint("CONCURRENT_REQUESTS")
         self._parking = Parking(crawler, settings.getint("ROBOTSTXT_MAX_PARKED_REQUESTS", max(100, 10 * concurrency)))
         self._delays = (
-            CrawlDelays(crawler, settings.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY", 10), store)
+            CrawlDelays(crawler, settings.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY", 10), store, max_origins)
             if settings.getbool("ROBOTSTXT_CRAWL_DELAY_ENABLED", True)
             else None
         )

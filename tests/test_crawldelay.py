@@ -73,3 +73,35 @@ async def test_requests_with_their_own_download_slot_get_the_delay_of_their_orig
     crawler = await crawl({"DOWNLOAD_DELAY_JITTER": 0}, urls=urls, follow=False, meta={"download_slot": "custom"})
     assert len(crawler.spider.crawled) == 3
     assert min(site.gaps()) >= 0.45
+
+
+@pytest_twisted.ensureDeferred
+async def test_refreshes_neither_ratchet_download_slots_nor_touch_the_settings(sites):
+    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.5\n"))
+    site.links = {f"/p{i}": [f"/p{i + 1}"] for i in range(7)}
+    host = "127.0.0.2"
+    settings = {
+        "DOWNLOAD_SLOTS": {host: {"delay": 0.1, "jitter": 0.5}},
+        "ROBOTSTXT_CACHE_SECONDS": 0.3,
+        "DOWNLOAD_DELAY_JITTER": 0,
+    }
+    crawler = await crawl(settings, urls=[site.url("/p0")])
+    assert len(crawler.spider.crawled) == 8
+    assert site.paths().count("/robots.txt") >= 3  # refreshed while crawling
+    gaps = site.gaps()
+    # Draws between the delay and 1.5 x the delay; a refresh (whose robots.txt
+    # takes a turn too) may make two turns between pages: never more.
+    assert min(gaps) >= 0.45 and max(gaps) < 1.6, gaps
+    assert crawler.settings.getdict("DOWNLOAD_SLOTS") == {host: {"delay": 0.1, "jitter": 0.5}}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_refresh_that_removes_the_crawl_delay_takes_effect_at_once(sites):
+    (site,) = sites(LoopbackSite())
+    site.pages["/robots.txt"] = [robots("User-agent: *\nCrawl-delay: 1\n"), robots("User-agent: *\nAllow: /\n")]
+    site.links = {f"/p{i}": [f"/p{i + 1}"] for i in range(7)}
+    crawler = await crawl({"ROBOTSTXT_CACHE_SECONDS": 1.5, "DOWNLOAD_DELAY_JITTER": 0}, urls=[site.url("/p0")])
+    assert len(crawler.spider.crawled) == 8
+    gaps = site.gaps()
+    assert gaps[0] >= 0.95  # paced first
+    assert min(gaps[-3:]) < 0.3, gaps  # then not, once the refresh removed the delay
