@@ -88,8 +88,9 @@ class OriginCoordinator:
         self._raise_fault(origin)
         if origin in self._waiters:
             return self._refreshing.get(origin)
-        peek = getattr(self._store, "peek", None)
-        return self._usable(origin, peek(origin), request) if peek is not None else None
+        if not hasattr(self._store, "peek"):
+            return None
+        return self._usable(origin, self._checked("peek", self._store.peek, origin), request)
 
     def waiter(self, origin: str, request: Request) -> Deferred[OriginState]:
         """A Deferred that fires with the state to decide *request* by, once
@@ -281,19 +282,42 @@ class OriginCoordinator:
             if isawaitable(result):
                 result = await result
         except Exception as exc:
-            self._stats.inc_value("robotstxt/store_errors")
-            logger.warning(
-                "robots.txt store failed in %s(%s): %s",
-                method,
-                args[0],
-                describe(exc),
-                extra={"spider": self._crawler.spider},
-            )
-            return default
-        if method == "get" and result is not None and not _readable(result):
-            logger.warning("robots.txt store returned an unreadable state for %s: ignored", args[0])
-            return None
-        return result
+            return self._store_failed(method, args[0], exc, default)
+        return self._readable(args[0], result) if method == "get" else result
+
+    def _checked(self, method: str, call: Any, origin: str) -> OriginState | None:
+        """A synchronous read of the store, with the same guards."""
+        try:
+            return self._readable(origin, call(origin))
+        except Exception as exc:
+            return self._store_failed(method, origin, exc, None)
+
+    def _store_failed(self, method: str, origin: str, exc: Exception, default: Any) -> Any:
+        self._stats.inc_value("robotstxt/store_errors")
+        logger.warning(
+            "robots.txt store failed in %s(%s): %s",
+            method,
+            origin,
+            describe(exc),
+            extra={"spider": self._crawler.spider},
+        )
+        return default
+
+    def _readable(self, origin: str, state: Any) -> OriginState | None:
+        """*state* if the coordinator can use it; a store's garbage is None."""
+        if state is None or (
+            isinstance(state, OriginState)
+            and isinstance(state.expires_at, float)
+            and math.isfinite(state.expires_at)
+        ):
+            return state
+        self._stats.inc_value("robotstxt/store_errors")
+        logger.warning(
+            "robots.txt store returned an unreadable state for %s: ignored",
+            origin,
+            extra={"spider": self._crawler.spider},
+        )
+        return None
 
     def _call_store_later(self, method: str, *args: Any) -> None:
         deferred_from_coro(self._call_store(method, None, *args))
@@ -308,11 +332,6 @@ def absolute(base: str, urls: list[str]) -> list[str]:
         except ValueError:  # an unclosed IPv6 bracket, say
             continue
     return list(dict.fromkeys(resolved))
-
-
-def _readable(state: Any) -> bool:
-    """Whether a store's answer is a state the coordinator can use."""
-    return isinstance(state, OriginState) and isinstance(state.expires_at, float) and math.isfinite(state.expires_at)
 
 
 async def sleep(seconds: float) -> None:
