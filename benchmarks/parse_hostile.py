@@ -18,7 +18,6 @@ from protego import Protego
 
 from scrapy_robots_coccoc import RobotsTxt
 from scrapy_robots_coccoc._robotstxt import MAX_BYTES
-from scrapy_robots_coccoc._ruleset import RULESETS
 
 AGENT = "coccocbot-web"
 
@@ -54,7 +53,6 @@ BODIES: dict[str, Callable[[], bytes]] = {
 
 def parse_ours(body: bytes) -> None:
     # What the middleware does: parse, then decide the first request.
-    RULESETS.clear()
     RobotsTxt.parse(body).allowed("/a/b", AGENT)
 
 

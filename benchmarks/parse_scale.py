@@ -18,7 +18,6 @@ import time
 from parser_bench import AGENT, DEFAULT_CORPUS, PATHS, load_corpus, parse_protego
 
 from scrapy_robots_coccoc import RobotsTxt
-from scrapy_robots_coccoc._ruleset import RULESETS
 
 
 def per_check(parsed: list, check, urls: list[str], rounds: int) -> float:
@@ -46,7 +45,6 @@ def main() -> None:
     for size in (int(s) for s in args.sizes.split(",")):
         files = list(itertools.islice(itertools.cycle(corpus), size))
         urls = [site_urls[index % len(PATHS)] for index, (_, site_urls) in enumerate(files)]
-        RULESETS.clear()
         ours = per_check(
             [RobotsTxt.parse(body) for body, _ in files], lambda r, u: r.allowed(u, AGENT), urls, args.rounds
         )

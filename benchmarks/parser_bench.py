@@ -28,7 +28,6 @@ from robotstxt import RobotsMatcher
 
 from scrapy_robots_coccoc import RobotsTxt
 from scrapy_robots_coccoc._robotstxt import MAX_BYTES
-from scrapy_robots_coccoc._ruleset import RULESETS
 
 AGENT = "coccocbot-web"
 PATHS = (
@@ -122,7 +121,6 @@ def whole(parse: Callable[[bytes], object], check: Callable, corpus: Corpus) -> 
 
 def held_memory(parse: Callable[[bytes], object], check: Callable, corpus: Corpus) -> int:
     """Bytes still allocated by the parsed files after one check each."""
-    RULESETS.clear()
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
@@ -197,7 +195,6 @@ def main() -> None:
 
     samples: dict[str, list[float]] = {}
     for _ in range(args.rounds):
-        RULESETS.clear()
         ours = [RobotsTxt.parse(body) for body, _ in corpus]
         theirs = [parse_protego(body) for body, _ in corpus]
         runs: dict[str, Callable[[], object]] = {
@@ -210,7 +207,6 @@ def main() -> None:
             "whole/google": lambda: whole_google(corpus),
         }
         for name, run in runs.items():
-            RULESETS.clear()
             samples.setdefault(name, []).append(timed(run))
 
     median = {name: statistics.median(values) for name, values in samples.items()}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import NamedTuple
 
-from ._ruleset import MEMBER_LINE, RULESETS, RequestRate, Rule, RuleSet, Section, VisitTime, field_line, fold_case
+from ._ruleset import MEMBER_LINE, RequestRate, Rule, RuleSet, Section, VisitTime, field_line, fold_case
 from ._urlpattern import path_of
 from ._useragent import EXACT, agent_key, robot_name
 
@@ -36,19 +37,19 @@ class Decision(NamedTuple):
 class RobotsTxt:
     """A parsed robots.txt. Build it with :meth:`parse`; it never raises."""
 
-    __slots__ = ("_chosen", "_groups", "sitemaps", "truncated")
+    __slots__ = ("_chosen", "_groups", "_sitemaps", "truncated")
 
     def __init__(
         self, groups: dict[str, tuple[Section, ...] | RuleSet], sitemaps: list[str], truncated: bool = False
     ) -> None:
         # Group key (see agent_key) -> the raw sections of every group naming
-        # it, replaced by their RuleSet the first time a robot obeys it: only
-        # the groups a crawl uses are ever expanded, once per file.
+        # it, replaced by their compact RuleSet the first time a robot obeys
+        # it: only the groups a crawl uses are ever expanded, once per file.
         self._groups = groups
         # The last robot asked about and the RuleSet it obeys.
         self._chosen: tuple[str | None, RuleSet | None] = (None, None)
-        #: Sitemap URLs in file order, duplicates removed.
-        self.sitemaps: list[str] = sitemaps
+        # One string rather than a list of them: a store holds many files.
+        self._sitemaps = "\n".join(sitemaps)
         #: Whether the body was longer than MAX_BYTES, so only its first
         #: 500 KiB (up to the last whole line) were read.
         self.truncated = truncated
@@ -98,6 +99,27 @@ class RobotsTxt:
         sitemaps.pop("", None)
         return cls({key: tuple(sections) for key, sections in groups.items()}, list(sitemaps), truncated)
 
+    @property
+    def sitemaps(self) -> list[str]:
+        """Sitemap URLs in file order, duplicates removed."""
+        return self._sitemaps.split("\n") if self._sitemaps else []
+
+    def footprint(self) -> int:
+        """An estimate of the bytes this parsed file holds, the rule sets it
+        has built included, for stores bounded in bytes."""
+        size = sys.getsizeof(self) + sys.getsizeof(self._groups) + sys.getsizeof(self._sitemaps)
+        seen: set[int] = set()
+        for group in self._groups.values():
+            if isinstance(group, RuleSet):
+                size += group.footprint()
+                continue
+            size += sys.getsizeof(group)
+            for section in group:
+                if id(section) not in seen:
+                    seen.add(id(section))
+                    size += sys.getsizeof(section) + sys.getsizeof(section[0]) + sys.getsizeof(section[1])
+        return size
+
     def allowed(self, url: str, user_agent: str) -> bool:
         """Return whether the robot named by *user_agent* may fetch *url*."""
         chosen_for, ruleset = self._chosen
@@ -128,7 +150,7 @@ class RobotsTxt:
             if isinstance(group, RuleSet):
                 ruleset = group
             else:
-                ruleset = self._groups[key] = RULESETS.get(key.removeprefix(EXACT), group)
+                ruleset = self._groups[key] = RuleSet(key.removeprefix(EXACT), group)
         self._chosen = (user_agent, ruleset)
         return ruleset
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections import OrderedDict
+import sys
+from array import array
+from bisect import bisect_left
 from datetime import time
 from typing import NamedTuple
 
-from ._urlpattern import NEEDS_NORMALIZING, Matcher, pattern_from_bytes
+from ._urlpattern import patterns_from_lines, wildcard_matches
 
 
 class Rule(NamedTuple):
@@ -70,6 +72,17 @@ def fold_case(words: bytes) -> bytes:
     return re.sub(rb"[a-z]", lambda m: b"[" + m[0] + m[0].upper() + b"]", words)
 
 
+def _field(fields: bytes, capture: bool) -> bytes:
+    """The regular expression of one of *fields* and its value, after the
+    line's leading white space (see :func:`field_line`)."""
+    name = (b"(" if capture else b"(?:") + fold_case(fields) + b")"
+    separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*"
+    # Lines that cannot start with a field are left at their first character.
+    initials = bytes(sorted({word[0] for word in re.sub(rb"[^a-z|]", b"", fields.lower()).split(b"|") if word}))
+    first = rb"(?=[" + initials + initials.upper() + rb"])"
+    return first + name + separator + rb"([^\s#](?:[^#\n]*[^\s#])?|)"
+
+
 def field_line(fields: bytes, capture: bool = True) -> bytes:
     """Return the regular expression of a line holding one of *fields* and its value.
 
@@ -81,12 +94,7 @@ def field_line(fields: bytes, capture: bool = True) -> bytes:
     captured without the white space around it; the field name only when
     *capture* is true.
     """
-    name = (b"(" if capture else b"(?:") + fold_case(fields) + b")"
-    separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*"
-    # Lines that cannot start with a field are left at their first character.
-    initials = bytes(sorted({word[0] for word in re.sub(rb"[^a-z|]", b"", fields.lower()).split(b"|") if word}))
-    first = rb"(?=[" + initials + initials.upper() + rb"])"
-    return rb"\n[ \t]*" + first + name + separator + rb"([^\s#](?:[^#\n]*[^\s#])?|)"
+    return rb"\n[ \t]*" + _field(fields, capture)
 
 
 def _fields(kinds: range) -> bytes:
@@ -94,30 +102,48 @@ def _fields(kinds: range) -> bytes:
 
 
 MEMBER_LINE = re.compile(field_line(_fields(range(5))))
-# Allow, Disallow and extension values are read with one C-speed findall each.
-_ALLOW_LINE = re.compile(field_line(_fields(range(_ALLOW, _ALLOW + 1)), capture=False))
-_DISALLOW_LINE = re.compile(field_line(_fields(range(_DISALLOW, _DISALLOW + 1)), capture=False))
+# One match per line, the first included: (Allow value, Disallow value), both
+# empty on any other line, so that a rule's index is its line.
+_RULE_LINES = re.compile(
+    rb"\n(?:[ \t]*%s|[ \t]*%s|)"
+    % (_field(_fields(range(_ALLOW, _ALLOW + 1)), False), _field(_fields(range(_DISALLOW, _DISALLOW + 1)), False))
+)
 _EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))))
-_PREFILTER_MAX = 64
+# A line of the normal form holding a wildcard pattern.
+_WILDCARD = re.compile(r"\n([^\n*$]*(?:\*[^\n]*|\$))(?=\n)")
+# Above this many characters of rules, plain patterns are found through a
+# sorted array of their hashes instead of searching the rule text.
+_INDEXED_CHARS = 1024
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _WINDOW = re.compile(r"(\d{1,2}):?(\d\d)\s*(?:-|\s)\s*(\d{1,2}):?(\d\d)")
 
 
-class RuleSet:
-    """What a robot obeys once its group is chosen.
+def _wildcards(text: str) -> list[str]:
+    """The wildcard patterns among the lines of *text*."""
+    return _WILDCARD.findall(text) if "*" in text or "$" in text else []
 
-    Plain patterns (no ``*``, no final ``$``) match when they are a prefix of
-    the path, so the longest one is found by looking up the path's prefixes
-    of each pattern length in a dict; wildcard patterns are tried longest
-    first, only while they can still beat that. A single ``str.startswith``
-    over every literal prefix answers the common "no rule matches" case.
+
+class RuleSet:
+    """What a robot obeys once its group is chosen, held compactly.
+
+    The Allow and the Disallow values are each one string, one line per line
+    of the group (empty when the line holds no such rule), in the normal
+    form: no object per rule, and a rule's line number is its index. A plain
+    pattern (no ``*``, no final ``$``) matches when it is a prefix of the
+    path, so the longest one is found by looking the path's prefixes of
+    each pattern length up in those strings (through a sorted array of
+    hashes when they are long); wildcard patterns are tried longest first,
+    only while they can still beat that.
     """
 
     __slots__ = (
+        "_allow",
+        "_disallow",
+        "_hashes",
         "_lengths",
-        "_plain",
-        "_prefixes",
-        "_sections",
+        "_needles",
+        "_starts",
+        "_wild_allow",
         "_wildcards",
         "agent",
         "crawl_delay",
@@ -127,33 +153,41 @@ class RuleSet:
 
     def __init__(self, agent: str, sections: tuple[Section, ...]) -> None:
         self.agent = agent
-        self._sections = sections
         self.crawl_delay: float | None = None
         self.request_rate: RequestRate | None = None
         self.visit_time: VisitTime | None = None
-        text = b"\n".join(chunk for _, chunk in sections)
+        # Each chunk starts with the rest of its User-agent line; the leading
+        # newline makes that a line too.
+        text = b"\n" + b"\n".join(chunk for _, chunk in sections)
         for field, value in _EXTENSION_LINE.findall(text):
             self._read_extension(MEMBER_FIELDS[field.lower()], value.decode("ascii", "replace"))
-        plain: dict[str, bool] = {}
-        wildcards: list[tuple[int, bool, Matcher]] = []
-        # Disallow first, so that an Allow of the same pattern replaces it
-        # (RFC 9309 §2.2.2: Allow wins a tie).
-        for allow, values in ((False, _DISALLOW_LINE.findall(text)), (True, _ALLOW_LINE.findall(text))):
-            for pattern in _patterns(values):
-                if isinstance(pattern, str):
-                    plain[pattern] = allow
-                else:
-                    wildcards.append((len(pattern.pattern), allow, pattern))
-        # An empty Disallow allows everything; an empty Allow is ignored.
-        plain.pop("", None)
+        # (first line index, line number of that line) of every section.
+        starts: list[int] = []
+        index = 0
+        for line_before, chunk in sections:
+            starts += (index, line_before)
+            index += chunk.count(b"\n") + 1
+        self._starts = tuple(starts)
+        allows, disallows = zip(*_RULE_LINES.findall(text), strict=True)
+        self._allow = allow = "\n" + patterns_from_lines(b"\n".join(allows)) + "\n"
+        self._disallow = disallow = "\n" + patterns_from_lines(b"\n".join(disallows)) + "\n"
+        plain = {*allow.split("\n"), *disallow.split("\n")}
         # Longest first, and Allow before Disallow of the same length (RFC 9309 §2.2.2).
-        wildcards.sort(key=lambda w: (w[0], w[1]), reverse=True)
-        self._plain = plain
-        self._wildcards = wildcards
-        self._lengths = sorted({len(p) for p in plain}, reverse=True)
-        prefixes = (*plain, *{w[2].literal for w in wildcards})
-        # One startswith over many prefixes costs more than it saves.
-        self._prefixes = prefixes if len(prefixes) <= _PREFILTER_MAX else ("",)
+        wildcards = sorted(
+            [(len(p), True, p) for p in _wildcards(allow)] + [(len(p), False, p) for p in _wildcards(disallow)],
+            reverse=True,
+        )
+        patterns = [p for _, _, p in wildcards]
+        plain.difference_update(patterns)
+        # An empty Disallow allows everything; an empty Allow is ignored.
+        plain.discard("")
+        self._wildcards = tuple(patterns)
+        # The longest literal piece of each, which a path must contain to
+        # match it: one string, split when a check needs them.
+        self._needles = "\n".join(max(p.removesuffix("$").split("*"), key=len) for p in patterns)
+        self._wild_allow = bytes(allow for _, allow, _ in wildcards)
+        self._lengths = tuple(sorted(set(map(len, plain)), reverse=True))
+        self._hashes = array("q", sorted(map(hash, plain))) if len(allow) + len(disallow) > _INDEXED_CHARS else None
 
     def _read_extension(self, kind: int, text: str) -> None:
         if not text:
@@ -169,23 +203,34 @@ class RuleSet:
 
     def match(self, path: str) -> tuple[bool, str] | None:
         """Return (allow, pattern) of the most specific rule matching *path*."""
-        if not path.startswith(self._prefixes):
-            return None
         best: tuple[bool, str] | None = None
         best_length = -1
-        plain = self._plain
         size = len(path)
+        hashes = self._hashes
         for length in self._lengths:
             if length <= size:
-                allow = plain.get(path[:length])
-                if allow is not None:
-                    best, best_length = (allow, path[:length]), length
+                prefix = path[:length]
+                if hashes is not None:
+                    found = bisect_left(hashes, hash(prefix))
+                    if found == len(hashes) or hashes[found] != hash(prefix):
+                        continue
+                line = "\n" + prefix + "\n"
+                if line in self._allow:
+                    best, best_length = (True, prefix), length
                     break
-        for length, allow, matcher in self._wildcards:
-            if length < best_length or (length == best_length and (best[0] or not allow)):  # type: ignore[index]
+                if line in self._disallow:
+                    best, best_length = (False, prefix), length
+                    break
+        if not self._wildcards:
+            return best
+        wild_allow = self._wild_allow
+        for index, needle in enumerate(self._needles.split("\n")):
+            pattern = self._wildcards[index]
+            length = len(pattern)
+            if length < best_length or (length == best_length and (best[0] or not wild_allow[index])):  # type: ignore[index]
                 break
-            if matcher.needle in path and matcher.matches(path):
-                return allow, matcher.pattern
+            if needle in path and wildcard_matches(pattern, path):
+                return bool(wild_allow[index]), pattern
         return best
 
     def decide(self, path: str) -> Rule | None:
@@ -194,94 +239,22 @@ class RuleSet:
         return None if found is None else Rule(found[0], found[1], self._line_of(*found))
 
     def _line_of(self, allow: bool, pattern: str) -> int:
-        # Line numbers are only wanted to explain a decision, so they are
-        # looked up then instead of being stored for every rule.
-        for line_before, chunk in self._sections:
-            for number, line in enumerate(chunk.split(b"\n")[1:], line_before + 1):
-                found = MEMBER_LINE.match(b"\n" + line)
-                if found and (MEMBER_FIELDS[found[1].lower()] == _ALLOW) == allow:
-                    value = found[2]
-                    if value and pattern_from_bytes(value) == pattern:
-                        return number
-        return 0
+        # Line numbers are only wanted to explain a decision: the rule's
+        # index among the lines, mapped to the file through its section.
+        text = self._allow if allow else self._disallow
+        index = text.count("\n", 0, text.index("\n" + pattern + "\n"))
+        starts = self._starts
+        position = 0
+        while position + 2 < len(starts) and starts[position + 2] <= index:
+            position += 2
+        return starts[position + 1] + index - starts[position]
 
     def footprint(self) -> int:
-        """Roughly the bytes this rule set holds, for caches bounded in bytes."""
-        return 400 + 120 * (len(self._plain) + len(self._wildcards)) + sum(len(c) for _, c in self._sections)
-
-
-_MATCHERS: dict[str, Matcher] = {}
-_MATCHERS_MAX = 8192
-_MATCHER_CACHED_CHARS = 256
-
-
-def _patterns(values: list[bytes]) -> list[str | Matcher]:
-    """Return rule values in the normal form: a str when the pattern is a
-    plain prefix, else its Matcher. Values already in the normal form, the
-    common case, are decoded all at once at C speed."""
-    if not values:
-        return []
-    joined = b"\n".join(values)
-    if NEEDS_NORMALIZING.search(joined) is None:
-        patterns = joined.decode("ascii").split("\n")
-    else:
-        patterns = [pattern_from_bytes(value) for value in values]
-    if b"*" not in joined and b"$" not in joined:
-        return patterns  # type: ignore[return-value]
-    return [_matcher(p) if "*" in p or p.endswith("$") else p for p in patterns]
-
-
-def _matcher(pattern: str) -> Matcher:
-    """Each distinct wildcard pattern is compiled once while it is in a cache
-    of at most 8,192 patterns of at most 256 characters (so bounded in
-    bytes); a full cache is emptied, not scanned, so its cost stays flat."""
-    matcher = _MATCHERS.get(pattern)
-    if matcher is None:
-        matcher = Matcher(pattern)
-        if len(pattern) <= _MATCHER_CACHED_CHARS:
-            if len(_MATCHERS) >= _MATCHERS_MAX:
-                _MATCHERS.clear()
-            _MATCHERS[pattern] = matcher
-    return matcher
-
-
-class RuleSetCache:
-    """Rule sets keyed by content, so that identical groups of different files
-    share one, least recently used first out once *budget* bytes are held.
-
-    Each RobotsTxt keeps the rule sets it built, so a crawl with more sites
-    than this cache holds rebuilds nothing: the cache only shares.
-    """
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.held = 0
-        self._entries: OrderedDict[tuple[str, tuple[Section, ...]], tuple[RuleSet, int]] = OrderedDict()
-
-    def get(self, agent: str, sections: tuple[Section, ...]) -> RuleSet:
-        """Return the RuleSet of *sections*, built now unless one is held."""
-        key = (agent, sections)
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)
-            return entry[0]
-        ruleset = RuleSet(agent, sections)
-        size = ruleset.footprint()
-        if size <= self.budget:
-            self._entries[key] = (ruleset, size)
-            self.held += size
-            while self.held > self.budget:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self.held -= dropped
-        return ruleset
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.held = 0
-
-
-#: Shared by every RobotsTxt of the process.
-RULESETS = RuleSetCache(16 * 1024 * 1024)
+        """Roughly the bytes this rule set holds, for stores bounded in bytes."""
+        held = (self, self._allow, self._disallow, self._starts, self._lengths, self._wildcards, self._wild_allow)
+        held += (self._needles,)
+        size = sum(map(sys.getsizeof, held)) + sum(map(sys.getsizeof, self._wildcards))
+        return size + (0 if self._hashes is None else sys.getsizeof(self._hashes))
 
 
 def parse_delay(text: str) -> float | None:

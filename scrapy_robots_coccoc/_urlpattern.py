@@ -33,8 +33,6 @@ def _special(kept: bytes) -> re.Pattern[bytes]:
     return re.compile(rb"%[0-9A-Fa-f]{2}|[^" + _byte_class(kept) + rb"]")
 
 
-# A rule keeps "*" (wildcard) and "$" (anchor) as written; a URL encodes them.
-_RULE_SPECIAL = _special(_UNRESERVED + _RESERVED + b"*$")
 _URL_SPECIAL = _special(_UNRESERVED + _RESERVED)
 _URL_SPECIAL_TEXT = re.compile("[^" + _byte_class(_UNRESERVED + _RESERVED).decode() + "]|%")
 #: Finds what keeps newline-joined rule values from being their own normal
@@ -59,21 +57,24 @@ def _rewrite(match: re.Match[bytes]) -> bytes:
     return _REWRITE[match[0]]
 
 
-def pattern_from_bytes(value: bytes) -> str:
-    """Return a rule value from robots.txt in the normal form.
+# A rule keeps "*" (wildcard) and "$" (anchor) as written; a URL encodes them.
+_RULE_LINES_SPECIAL = _special(_UNRESERVED + _RESERVED + b"*$\n")
+_INNER_DOLLAR = re.compile(r"\$(?!\n|\Z)")
+
+
+def patterns_from_lines(values: bytes) -> str:
+    """Return newline-separated rule values from robots.txt in the normal
+    form, all lines at once at C speed.
 
     Bytes outside ASCII are escaped one by one, which is their UTF-8
     percent-encoding when they are valid UTF-8, and a faithful escape of the
     raw byte when they are not: no input can fail to decode.
     """
-    if _RULE_SPECIAL.search(value) is not None:
-        value = _RULE_SPECIAL.sub(_rewrite, value)
-    pattern = value.decode("ascii")
+    if NEEDS_NORMALIZING.search(values) is None:
+        return values.decode("ascii")
+    text = _RULE_LINES_SPECIAL.sub(_rewrite, values).decode("ascii")
     # Google robots.cc: "$" is special only at the end of a pattern.
-    if "$" in pattern[:-1]:
-        anchor = "$" if pattern[-1] == "$" else ""
-        pattern = pattern[: len(pattern) - len(anchor)].replace("$", "%24") + anchor
-    return pattern
+    return _INNER_DOLLAR.sub("%24", text)
 
 
 _PATH = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)?([^#]*)")
@@ -91,46 +92,29 @@ def path_of(url: str) -> str:
     return _URL_SPECIAL.sub(_rewrite, raw).decode("ascii")
 
 
-class Matcher:
-    """A pattern with ``*`` or a final ``$``: ``matches(path)`` answers in time linear in the
-    length of the path times the number of ``*`` in the pattern."""
-
-    __slots__ = ("_anchored", "_first", "_last", "_middle", "needle", "pattern")
-
-    def __init__(self, pattern: str) -> None:
-        #: The pattern as written in the normal form, for explanations.
-        self.pattern = pattern
-        self._anchored = pattern.endswith("$")
-        if self._anchored:
-            pattern = pattern[:-1]
-        parts = pattern.split("*")
-        #: The literal text before the first ``*``: every match starts with it.
-        self._first = parts[0]
-        self._last: str | None = parts[-1] if len(parts) > 1 else ""
-        self._middle = tuple(part for part in parts[1:-1] if part)
-        if len(parts) == 1 and self._anchored:
-            # "/page$": the whole path must equal the pattern.
-            self._last = None
-        #: The longest literal piece: a path without it cannot match.
-        self.needle = max(parts, key=len)
-
-    @property
-    def literal(self) -> str:
-        """The literal text every matching path starts with."""
-        return self._first
-
-    def matches(self, path: str) -> bool:
-        if not path.startswith(self._first):
-            return False
-        last = self._last
-        if last is None:
-            return len(path) == len(self._first)
-        pos = len(self._first)
-        for part in self._middle:
+def wildcard_matches(pattern: str, path: str) -> bool:
+    """Whether *path* matches a pattern with ``*`` or a final ``$``, in time
+    linear in the path's length times the number of ``*``. Nothing is
+    precompiled: a compiled form per rule would cost more memory than the
+    rule itself, and one check rarely tries more than a few patterns."""
+    anchored = pattern[-1] == "$"
+    if anchored:
+        pattern = pattern[:-1]
+    star = pattern.find("*")
+    if star < 0:
+        # "/page$": the whole path must equal the pattern.
+        return path == pattern
+    if not path.startswith(pattern[:star]):
+        return False
+    parts = pattern[star + 1 :].split("*")
+    last = parts.pop()
+    pos = star
+    for part in parts:
+        if part:
             pos = path.find(part, pos)
             if pos < 0:
                 return False
             pos += len(part)
-        if self._anchored:
-            return len(path) - len(last) >= pos and path.endswith(last)
-        return not last or path.find(last, pos) >= 0
+    if anchored:
+        return len(path) - len(last) >= pos and path.endswith(last)
+    return not last or path.find(last, pos) >= 0
