@@ -27,6 +27,7 @@ import pytest_twisted
 from scrapy import Spider
 from scrapy.crawler import Crawler, CrawlerRunner
 from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.defer import deferred_from_coro
 from twisted.web.server import NOT_DONE_YET, Site
 
 from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
@@ -75,7 +76,10 @@ async def bounded_crawl(
 
     def stop() -> None:
         timed_out.append(True)
-        crawler.stop()
+        if hasattr(crawler, "stop_async"):
+            deferred_from_coro(crawler.stop_async())
+        else:
+            crawler.stop()
 
     call = reactor.callLater(timeout, stop)
     try:
@@ -246,9 +250,7 @@ async def test_ipv6_literal_site_is_obeyed(own_sites):
     own_sites.append(site)
     assert site.address.startswith("http://[::1]:")
     urls = [site.url("/private/x"), site.url("/a"), site.url("/b")]
-    crawler = await bounded_crawl(
-        {"DNS_RESOLVER": "scrapy.resolver.CachingHostnameResolver"}, urls=urls, follow=False
-    )
+    crawler = await bounded_crawl({"DNS_RESOLVER": "scrapy.resolver.CachingHostnameResolver"}, urls=urls, follow=False)
     assert sorted(crawler.spider.crawled) == sorted(urls[1:]), crawler.spider.failures
     assert isinstance(crawler.spider.failures[urls[0]], IgnoreRequest)
     assert site.paths().count("/robots.txt") == 1
@@ -258,12 +260,16 @@ async def test_ipv6_literal_site_is_obeyed(own_sites):
 # --- 3. the robots.txt body has its own bounds ---------------------------------
 
 
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
 @pytest_twisted.ensureDeferred
-async def test_robotstxt_larger_than_download_maxsize_still_gives_rules(sites, caplog):
+async def test_robotstxt_larger_than_download_maxsize_still_gives_rules(sites, caplog, encoding):
     caplog.set_level(logging.INFO)
     body = RULES + "# filler line of a large robots.txt\n" * (300 * 1024 // 36)
     assert len(body) > 300 * 1024
-    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(body)}))
+    page = robots(body)
+    if encoding == "gzip":
+        page = Page(gzip.compress(body.encode()), headers={"Content-Encoding": "gzip"})
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": page}))
     settings = {"DOWNLOAD_MAXSIZE": 64 * 1024, "DOWNLOAD_WARNSIZE": 32 * 1024}
     crawler = await bounded_crawl(settings, urls=[site.url("/private/x"), site.url("/a")], follow=False)
     assert crawler.spider.crawled == [site.url("/a")], crawler.spider.failures
@@ -837,7 +843,9 @@ async def crawl_counting(sites, total: int, per_domain: int, count: int = 5) -> 
     """Sites whose robots.txt answers after 0.5 s and pages after 0.2 s."""
     counter = InFlight()
     pages = {f"/p{i}": Page(b"<html></html>", delay=0.2) for i in range(6)}
-    started = sites(*(CountingSite(counter, pages={"/robots.txt": robots(RULES, delay=0.5), **pages}) for _ in range(count)))
+    started = sites(
+        *(CountingSite(counter, pages={"/robots.txt": robots(RULES, delay=0.5), **pages}) for _ in range(count))
+    )
     urls = [s.url(f"/p{i}") for i in range(6) for s in started]
     settings = {"CONCURRENT_REQUESTS": total, "CONCURRENT_REQUESTS_PER_DOMAIN": per_domain}
     crawler = await bounded_crawl(settings, urls=urls, follow=False, timeout=30)
@@ -849,7 +857,7 @@ async def crawl_counting(sites, total: int, per_domain: int, count: int = 5) -> 
 @pytest.mark.parametrize(("total", "per_domain"), [(4, 4), (6, 2)])
 @pytest_twisted.ensureDeferred
 async def test_pages_in_flight_never_exceed_concurrent_requests_after_parking(sites, total, per_domain):
-    crawler, counter = await crawl_counting(sites, total, per_domain)
+    _, counter = await crawl_counting(sites, total, per_domain)
     assert counter.peak <= total, f"{counter.peak} pages in flight with CONCURRENT_REQUESTS = {total}"
     assert counter.peak >= min(total, 2)  # the servers did see concurrency
 
@@ -862,7 +870,7 @@ async def test_pages_in_flight_never_exceed_concurrent_requests_after_parking(si
 )
 @pytest_twisted.ensureDeferred
 async def test_pages_in_flight_per_site_never_exceed_concurrent_requests_per_domain_after_parking(sites):
-    crawler, counter = await crawl_counting(sites, total=6, per_domain=2, count=1)
+    _, counter = await crawl_counting(sites, total=6, per_domain=2, count=1)
     assert counter.peak_per_site <= 2, f"{counter.peak_per_site} pages of one site in flight, PER_DOMAIN = 2"
 
 
