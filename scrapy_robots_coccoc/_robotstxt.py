@@ -40,10 +40,10 @@ class RobotsTxt:
     __slots__ = ("_chosen", "_groups", "_sitemaps", "truncated")
 
     def __init__(
-        self, groups: dict[str, tuple[Section, ...] | RuleSet], sitemaps: list[str], truncated: bool = False
+        self, groups: dict[str, Section | tuple[Section, ...] | RuleSet], sitemaps: list[str], truncated: bool = False
     ) -> None:
-        # Group key (see agent_key) -> the raw sections of every group naming
-        # it, replaced by their compact RuleSet the first time a robot obeys
+        # Group key (see agent_key) -> the raw section of every group naming
+        # it (a tuple of them when several do), replaced by their compact RuleSet the first time a robot obeys
         # it: only the groups a crawl uses are ever expanded, once per file.
         self._groups = groups
         # The last robot asked about and the RuleSet it obeys.
@@ -92,12 +92,16 @@ class RobotsTxt:
             if starts_run and run:
                 newlines += text.count(b"\n", counted_to, line_end)
                 counted_to = line_end
-                section = (newlines, text[line_end:next_start])
+                section = b"%d" % newlines + text[line_end:next_start]
                 for key in run:
                     groups.setdefault(key, []).append(section)
         sitemaps = dict.fromkeys(value.strip().decode("utf-8", "replace") for _, value in _SITEMAP.findall(text))
         sitemaps.pop("", None)
-        return cls({key: tuple(sections) for key, sections in groups.items()}, list(sitemaps), truncated)
+        return cls(
+            {key: sections[0] if len(sections) == 1 else tuple(sections) for key, sections in groups.items()},
+            list(sitemaps),
+            truncated,
+        )
 
     @property
     def sitemaps(self) -> list[str]:
@@ -113,11 +117,12 @@ class RobotsTxt:
             if isinstance(group, RuleSet):
                 size += group.footprint()
                 continue
-            size += sys.getsizeof(group)
-            for section in group:
+            if isinstance(group, tuple):
+                size += sys.getsizeof(group)
+            for section in (group,) if isinstance(group, bytes) else group:
                 if id(section) not in seen:
                     seen.add(id(section))
-                    size += sys.getsizeof(section) + sys.getsizeof(section[0]) + sys.getsizeof(section[1])
+                    size += sys.getsizeof(section)
         return size
 
     def allowed(self, url: str, user_agent: str) -> bool:
@@ -150,7 +155,8 @@ class RobotsTxt:
             if isinstance(group, RuleSet):
                 ruleset = group
             else:
-                ruleset = self._groups[key] = RuleSet(key.removeprefix(EXACT), group)
+                sections = (group,) if isinstance(group, bytes) else group
+                ruleset = self._groups[key] = RuleSet(key.removeprefix(EXACT), sections)
         self._chosen = (user_agent, ruleset)
         return ruleset
 

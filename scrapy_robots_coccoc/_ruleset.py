@@ -11,7 +11,7 @@ from bisect import bisect_left
 from datetime import time
 from typing import NamedTuple
 
-from ._urlpattern import patterns_from_lines, wildcard_matches
+from ._urlpattern import in_normal_form, normalize_lines, wildcard_matches
 
 
 class Rule(NamedTuple):
@@ -42,9 +42,12 @@ class VisitTime(NamedTuple):
     end: time
 
 
-#: The member lines of a group as found in the file: the line number of the
-#: line before them and their raw bytes, each line led by its newline.
-Section = tuple[int, bytes]
+#: The member lines of a group as found in the file, each led by its newline,
+#: after the number of the line before them in digits (where the rest of the
+#: User-agent line, empty or a comment, stands): one object per group, not
+#: three, as a store holds many files.
+Section = bytes
+_LINE_NUMBER = re.compile(rb"\d+")
 
 _ALLOW, _DISALLOW, _CRAWL_DELAY, _REQUEST_RATE, _VISIT_TIME = range(5)
 MEMBER_FIELDS = {
@@ -102,12 +105,10 @@ def _fields(kinds: range) -> bytes:
 
 
 MEMBER_LINE = re.compile(field_line(_fields(range(5))))
-# One match per line, the first included: (Allow value, Disallow value), both
-# empty on any other line, so that a rule's index is its line.
-_RULE_LINES = re.compile(
-    rb"\n(?:[ \t]*%s|[ \t]*%s|)"
-    % (_field(_fields(range(_ALLOW, _ALLOW + 1)), False), _field(_fields(range(_DISALLOW, _DISALLOW + 1)), False))
-)
+# One match per line, the first included: the Allow (Disallow) value, empty
+# on any other line, so that a rule's index is its line.
+_ALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_ALLOW, _ALLOW + 1)), False))
+_DISALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_DISALLOW, _DISALLOW + 1)), False))
 _EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))))
 # A line of the normal form holding a wildcard pattern.
 _WILDCARD = re.compile(r"\n([^\n*$]*(?:\*[^\n]*|\$))(?=\n)")
@@ -116,6 +117,18 @@ _WILDCARD = re.compile(r"\n([^\n*$]*(?:\*[^\n]*|\$))(?=\n)")
 _INDEXED_CHARS = 1024
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _WINDOW = re.compile(r"(\d{1,2}):?(\d\d)\s*(?:-|\s)\s*(\d{1,2}):?(\d\d)")
+
+
+def _rule_text(values: list[bytes], lengths: set[int]) -> str:
+    """Return line-aligned rule values as one string in the normal form, led
+    and ended by a newline, and add their lengths to *lengths*."""
+    joined = b"\n".join(values)
+    if in_normal_form(joined):
+        lengths.update(map(len, values))
+        return "\n" + joined.decode("ascii") + "\n"
+    text = normalize_lines(joined)
+    lengths.update(map(len, text.split("\n")))
+    return "\n" + text + "\n"
 
 
 def _wildcards(text: str) -> list[str]:
@@ -158,36 +171,39 @@ class RuleSet:
         self.visit_time: VisitTime | None = None
         # Each chunk starts with the rest of its User-agent line; the leading
         # newline makes that a line too.
-        text = b"\n" + b"\n".join(chunk for _, chunk in sections)
+        text = b"\n" + b"\n".join(sections)
         for field, value in _EXTENSION_LINE.findall(text):
             self._read_extension(MEMBER_FIELDS[field.lower()], value.decode("ascii", "replace"))
         # (first line index, line number of that line) of every section.
         starts: list[int] = []
         index = 0
-        for line_before, chunk in sections:
-            starts += (index, line_before)
-            index += chunk.count(b"\n") + 1
+        for section in sections:
+            starts += (index, int(_LINE_NUMBER.match(section)[0]))  # type: ignore[index]
+            index += section.count(b"\n") + 1
         self._starts = tuple(starts)
-        allows, disallows = zip(*_RULE_LINES.findall(text), strict=True)
-        self._allow = allow = "\n" + patterns_from_lines(b"\n".join(allows)) + "\n"
-        self._disallow = disallow = "\n" + patterns_from_lines(b"\n".join(disallows)) + "\n"
-        plain = {*allow.split("\n"), *disallow.split("\n")}
+        lengths: set[int] = set()
+        self._allow = allow = _rule_text(_ALLOW_LINES.findall(text), lengths)
+        self._disallow = disallow = _rule_text(_DISALLOW_LINES.findall(text), lengths)
+        # An empty Disallow allows everything; an empty Allow is ignored.
+        lengths.discard(0)
         # Longest first, and Allow before Disallow of the same length (RFC 9309 §2.2.2).
         wildcards = sorted(
             [(len(p), True, p) for p in _wildcards(allow)] + [(len(p), False, p) for p in _wildcards(disallow)],
             reverse=True,
         )
         patterns = [p for _, _, p in wildcards]
-        plain.difference_update(patterns)
-        # An empty Disallow allows everything; an empty Allow is ignored.
-        plain.discard("")
-        self._wildcards = tuple(patterns)
-        # The longest literal piece of each, which a path must contain to
-        # match it: one string, split when a check needs them.
+        # One string each rather than an object per rule, split when a check
+        # needs them; a needle is the longest literal piece of its pattern,
+        # which a path must contain to match it.
+        self._wildcards = "\n".join(patterns)
         self._needles = "\n".join(max(p.removesuffix("$").split("*"), key=len) for p in patterns)
         self._wild_allow = bytes(allow for _, allow, _ in wildcards)
-        self._lengths = tuple(sorted(set(map(len, plain)), reverse=True))
-        self._hashes = array("q", sorted(map(hash, plain))) if len(allow) + len(disallow) > _INDEXED_CHARS else None
+        # Wildcard lengths are kept: a path holds no "*" nor final "$", so
+        # they never match as plain prefixes, and removing them costs more.
+        self._lengths = tuple(sorted(lengths, reverse=True))
+        self._hashes = None
+        if len(allow) + len(disallow) > _INDEXED_CHARS:
+            self._hashes = array("q", sorted(map(hash, {*allow.split("\n"), *disallow.split("\n")})))
 
     def _read_extension(self, kind: int, text: str) -> None:
         if not text:
@@ -224,12 +240,12 @@ class RuleSet:
         if not self._wildcards:
             return best
         wild_allow = self._wild_allow
-        for index, needle in enumerate(self._needles.split("\n")):
-            pattern = self._wildcards[index]
+        needles = self._needles.split("\n")
+        for index, pattern in enumerate(self._wildcards.split("\n")):
             length = len(pattern)
             if length < best_length or (length == best_length and (best[0] or not wild_allow[index])):  # type: ignore[index]
                 break
-            if needle in path and wildcard_matches(pattern, path):
+            if needles[index] in path and wildcard_matches(pattern, path):
                 return bool(wild_allow[index]), pattern
         return best
 
@@ -252,8 +268,7 @@ class RuleSet:
     def footprint(self) -> int:
         """Roughly the bytes this rule set holds, for stores bounded in bytes."""
         held = (self, self._allow, self._disallow, self._starts, self._lengths, self._wildcards, self._wild_allow)
-        held += (self._needles,)
-        size = sum(map(sys.getsizeof, held)) + sum(map(sys.getsizeof, self._wildcards))
+        size = sum(map(sys.getsizeof, held)) + sys.getsizeof(self._needles)
         return size + (0 if self._hashes is None else sys.getsizeof(self._hashes))
 
 

@@ -35,9 +35,8 @@ def _special(kept: bytes) -> re.Pattern[bytes]:
 
 _URL_SPECIAL = _special(_UNRESERVED + _RESERVED)
 _URL_SPECIAL_TEXT = re.compile("[^" + _byte_class(_UNRESERVED + _RESERVED).decode() + "]|%")
-#: Finds what keeps newline-joined rule values from being their own normal
-#: form: an escape, a byte to escape, or a "$" before the end of a value.
-NEEDS_NORMALIZING = re.compile(rb"[^" + _byte_class(_UNRESERVED + _RESERVED + b"*$\n") + rb"]|%|\$(?!\n|\Z)")
+# What newline-joined rule values in the normal form are made of.
+_KEPT_IN_RULES = _UNRESERVED + _RESERVED + b"*$\n"
 
 
 def _rewrites() -> dict[bytes, bytes]:
@@ -60,18 +59,27 @@ def _rewrite(match: re.Match[bytes]) -> bytes:
 # A rule keeps "*" (wildcard) and "$" (anchor) as written; a URL encodes them.
 _RULE_LINES_SPECIAL = _special(_UNRESERVED + _RESERVED + b"*$\n")
 _INNER_DOLLAR = re.compile(r"\$(?!\n|\Z)")
+_INNER_DOLLAR_BYTES = re.compile(rb"\$(?!\n|\Z)")
 
 
-def patterns_from_lines(values: bytes) -> str:
-    """Return newline-separated rule values from robots.txt in the normal
-    form, all lines at once at C speed.
+def in_normal_form(values: bytes) -> bool:
+    """Whether newline-joined rule values are already their normal form, the
+    common case: one C-speed pass deleting the bytes that may stand."""
+    return (
+        not values.translate(None, _KEPT_IN_RULES)
+        and b"%" not in values
+        and (b"$" not in values or _INNER_DOLLAR_BYTES.search(values) is None)
+    )
+
+
+def normalize_lines(values: bytes) -> str:
+    """Return newline-joined rule values from robots.txt in the normal form,
+    all lines at once at C speed.
 
     Bytes outside ASCII are escaped one by one, which is their UTF-8
     percent-encoding when they are valid UTF-8, and a faithful escape of the
     raw byte when they are not: no input can fail to decode.
     """
-    if NEEDS_NORMALIZING.search(values) is None:
-        return values.decode("ascii")
     text = _RULE_LINES_SPECIAL.sub(_rewrite, values).decode("ascii")
     # Google robots.cc: "$" is special only at the end of a pattern.
     return _INNER_DOLLAR.sub("%24", text)
