@@ -3,7 +3,9 @@ with the agent values, headers and lines met in real robots.txt files."""
 
 from __future__ import annotations
 
+import gc
 import time
+import tracemalloc
 from datetime import time as clock
 
 import pytest
@@ -220,3 +222,105 @@ def test_hostile_bodies_parse_fast(body):
     start = time.perf_counter()
     RobotsTxt.parse(body).allowed("/a", WEB)
     assert time.perf_counter() - start < 1.0
+
+
+# --- Compact rule sets and footprint ---------------------------------------------------------
+
+
+def test_line_numbers_across_merged_groups_and_agent_comments():
+    body = (
+        "# head\n"
+        "User-agent: coccocbot # ours\n"
+        "Disallow: /a\n"
+        "\n"
+        "User-agent: other\n"
+        "Disallow: /b\n"
+        "User-agent: coccocbot\n"
+        "# a comment\n"
+        "Allow: /a/open\n"
+        "Disallow: /*.pdf$\n"
+    )
+    robots = RobotsTxt.parse(body)
+    assert robots.explain("/a/x", WEB).rule == (False, "/a", 3)
+    assert robots.explain("/a/open/1", WEB).rule == (True, "/a/open", 9)
+    assert robots.explain("/c/d.pdf", WEB).rule == (False, "/*.pdf$", 10)
+    assert robots.explain("/b", "other").rule == (False, "/b", 6)
+
+
+def test_long_groups_decide_like_short_ones():
+    """Past about 1 KiB of rules, plain patterns are found through a hash
+    index; the decisions and lines must not change."""
+    rules = [f"Disallow: /section-{i}/private" for i in range(300)] + ["Allow: /section-7/private/open"]
+    rules += ["Disallow: /*?sort=", "Allow: /section-9/*.html$", "Disallow: /caf%c3%a9", "Allow: /section-5"]
+    long_body = "User-agent: *\n" + "\n".join(rules) + "\n"
+    long = RobotsTxt.parse(long_body)
+    for path, allowed, line in [
+        ("/section-3/private/x", False, 5),
+        ("/section-7/private/open/y", True, 302),
+        ("/section-7/private/z", False, 9),
+        ("/section-9/private/a.html", True, 304),
+        ("/list?sort=1", False, 303),
+        ("/caf%C3%A9/menu", False, 305),
+        ("/café", False, 305),
+        ("/section-5/private", False, 7),
+        ("/section-5x", True, 306),
+        ("/other", True, None),
+    ]:
+        decision = long.explain(path, WEB)
+        assert decision.allowed is allowed, path
+        assert (decision.rule and decision.rule.line) == line, path
+        assert long.allowed(path, WEB) is allowed, path
+
+
+def test_wildcard_patterns():
+    body = "User-agent: *\nDisallow: /*.php$\nDisallow: /a*b*c\nDisallow: /exact$\nAllow: /*?ok=*&\nDisallow: /x*$\n"
+    robots = RobotsTxt.parse(body)
+    assert not robots.allowed("/index.php", WEB)
+    assert robots.allowed("/index.php?x=1", WEB)
+    assert not robots.allowed("/a-b-c-d", WEB)
+    assert robots.allowed("/a-c-b", WEB)
+    assert not robots.allowed("/exact", WEB) and robots.allowed("/exact/", WEB)
+    assert robots.allowed("/p?ok=1&", WEB)
+    assert not robots.allowed("/x/anything", WEB)
+
+
+def test_sitemaps_are_a_fresh_list_in_file_order():
+    robots = RobotsTxt.parse("Sitemap: /b.xml\nSitemap: /a.xml\nSitemap: /b.xml\n")
+    assert robots.sitemaps == ["/b.xml", "/a.xml"]
+    robots.sitemaps.append("/c.xml")
+    assert robots.sitemaps == ["/b.xml", "/a.xml"]
+    assert RobotsTxt.parse("User-agent: *\nDisallow: /\n").sitemaps == []
+
+
+def _corpus_like(groups: int) -> bytes:
+    lines = ["# robots.txt"]
+    for group in range(groups):
+        lines.append(f"User-agent: bot-{group}" if group else "User-agent: *")
+        lines += [f"Disallow: /g{group}/private-{i}/" for i in range(20)]
+        lines += [f"Allow: /g{group}/public-{i}/*.html$" for i in range(3)]
+        lines.append("Crawl-delay: 2")
+    lines.append("Sitemap: https://example.com/sitemap.xml")
+    return "\n".join(lines).encode()
+
+
+@pytest.mark.parametrize("groups", [2, 8, 40])
+def test_footprint_is_within_twice_what_tracemalloc_measures(groups):
+    body = _corpus_like(groups)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    robots = RobotsTxt.parse(body)
+    robots.allowed("/g0/private-3/x", WEB)
+    robots.allowed("/g1/x", "bot-1")
+    gc.collect()
+    measured = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert measured / 2 <= robots.footprint() <= measured * 2
+
+
+def test_footprint_grows_with_the_file_and_its_rule_sets():
+    small, large = RobotsTxt.parse(_corpus_like(2)), RobotsTxt.parse(_corpus_like(20))
+    assert small.footprint() < large.footprint()
+    before = large.footprint()
+    large.allowed("/x", "bot-3")
+    assert large.footprint() != before
