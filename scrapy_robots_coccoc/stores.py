@@ -182,7 +182,7 @@ return 0
     # Reserve the next start of a paced origin on Redis's clock, so that
     # workers on different machines agree: no earlier than *lead* seconds
     # from now (the answer's way back), at least *spacing* after the last
-    # reserved start. Returns {seconds from now, problem with the stored
+    # reserved start. Returns {start, Redis's now, problem with the stored
     # value or ''}; an unreadable or unbelievably far "next" is ignored.
     # ARGV: spacing, lead, the farthest believable next start from now.
     "reserve": """
@@ -203,14 +203,16 @@ end
 local start = math.max(now + lead, after)
 redis.call('SET', KEYS[1], string.format('%.6f', start + spacing),
   'PX', math.ceil((start + spacing - now) * 1000) + 60000)
-return {string.format('%.6f', start - now), problem}
+return {string.format('%.6f', start), string.format('%.6f', now), problem}
 """,
+    "clock": "return redis.call('TIME')",
 }
 
 
 class RedisStore:
     """Shares per-origin state among the workers of a crawl through Redis
-    (scrapy-redis's ``REDIS_URL``, else ``REDIS_HOST``/``REDIS_PORT``).
+    (``ROBOTSTXT_REDIS_URL``, else scrapy-redis's ``REDIS_URL``, else
+    ``REDIS_HOST``/``REDIS_PORT``).
 
     Each origin is a hash of its outcome (``rules``, ``unrestricted`` or
     ``unavailable``), the raw robots.txt body and when it expires; Redis drops
@@ -236,6 +238,8 @@ class RedisStore:
     THREADS = 8
     #: How many turns ahead of now a stored "next start" is believed.
     RESERVED_TURNS = 256
+    #: Readings of Redis's clock whose fastest round trip gives its offset.
+    CLOCK_SAMPLE = 32
     #: Calls whose median duration is compared with the slow threshold.
     SLOW_SAMPLE = 5
     #: Origins whose unreadable values were reported (bounds that memory).
@@ -266,6 +270,8 @@ class RedisStore:
         self._errors = (redis.RedisError, OSError)
         self._down_until = 0.0
         self._round_trip = 0.0  # smoothed duration of a call, seconds
+        # (round trip, Redis's clock - ours) of the last clock readings.
+        self._clock: deque[tuple[float, float]] = deque(maxlen=self.CLOCK_SAMPLE)
         self._recent: deque[float] = deque(maxlen=self.SLOW_SAMPLE)
         self._warned_slow = False
         self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
@@ -363,15 +369,30 @@ class RedisStore:
         # half (the answer's way back with room to spare), plus 5 ms.
         lead = min(1.5 * self._round_trip + 0.005, 1.0)
         horizon = max(60.0, self.RESERVED_TURNS * spacing)
+        if not self._clock:
+            for _ in range(2):  # the second reading has a connection ready
+                sent = time.time()
+                reading = await self._run("clock", [], [])
+                if reading is None:
+                    return None
+                self._read_clock(sent, float(reading[0]) + float(reading[1]) / 1e6)
         sent = time.time()
         answer = await self._run("reserve", [self._key(origin, "next")], [repr(spacing), repr(lead), repr(horizon)])
         if answer is None:
             return None
-        wait, problem = answer
+        start, now, problem = answer
         if problem:
             self._unreadable(origin, "next", problem.decode(errors="replace"), None)
-        # Redis read its clock about halfway through the round trip.
-        return (sent + time.time()) / 2 + float(wait)
+        return float(start) - self._read_clock(sent, float(now))
+
+    def _read_clock(self, sent: float, redis_now: float) -> float:
+        """How far Redis's clock is ahead of ours, from the reading with the
+        fastest round trip of late (as NTP does): a reply that waited for a
+        busy reactor or a new connection says little about when Redis read
+        its clock, and must not move a start time."""
+        received = time.time()
+        self._clock.append((received - sent, redis_now - (sent + received) / 2))
+        return min(self._clock)[1]
 
     def _key(self, origin: str, kind: str) -> str:
         return f"{self._prefix}:{{{origin}}}:{kind}"
@@ -490,7 +511,7 @@ def redis_client(settings: BaseSettings) -> Any:
         ) from exc
     module: Any = redis.asyncio if _asyncio_runs_the_crawl(settings) else redis
     timeouts = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
-    url = settings.get("REDIS_URL")
+    url = settings.get("ROBOTSTXT_REDIS_URL") or settings.get("REDIS_URL")
     if url:
         return module.Redis.from_url(url, **timeouts)
     return module.Redis(

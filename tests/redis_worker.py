@@ -1,24 +1,145 @@
 """One worker of a crawl spread over processes with scrapy-redis, sharing
-robots.txt state and Crawl-delay pacing through our RedisStore.
+robots.txt state and Crawl-delay pacing through our RedisStore, and the
+tools the Redis tests and benchmarks measure it with.
 
     python -m tests.redis_worker REDIS_URL URL [URL ...]
 
 The worker starts from its URLs; every request goes through the shared
 scrapy-redis queue and dupefilter, so any worker may download it. Prints its
 stats as JSON on the last line.
+
+    python -m tests.redis_worker --store-calls REDIS_URL
+
+Runs RedisStore calls under Twisted's select reactor (not asyncio) and
+prints the answers and the reactor's worst lateness as JSON.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
-
-from scrapy.crawler import CrawlerProcess
+import threading
+import time
+from itertools import pairwise
+from typing import Any
 
 from .crawling import SETTINGS, RecordingSpider
 
+SELECT_REACTOR = "twisted.internet.selectreactor.SelectReactor"
+
+
+class LatencyProxy:
+    """A TCP proxy on 127.0.0.1 that delivers each direction's bytes
+    *delay* seconds late (a round trip 2 x *delay*), in order. It runs in a
+    thread with its own asyncio loop, so its timing does not depend on the
+    reactor it slows down. ``with LatencyProxy(port, 0.05) as proxy:``
+    ``proxy.port``."""
+
+    def __init__(self, upstream_port: int, delay: float) -> None:
+        self.upstream_port = upstream_port
+        self.delay = delay
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._connections: set[asyncio.Task[Any]] = set()
+
+    def __enter__(self) -> LatencyProxy:
+        self._thread.start()
+        server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._accept, "127.0.0.1", 0), self._loop)
+        self._server = server.result(10)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _close(self) -> None:
+        self._server.close()
+        for connection in self._connections:
+            connection.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = asyncio.current_task()
+        assert connection is not None
+        self._connections.add(connection)
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            writer.close()
+            return
+        try:
+            await asyncio.gather(self._pipe(reader, upstream_writer), self._pipe(upstream_reader, writer))
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+            upstream_writer.close()
+            self._connections.discard(connection)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        chunks: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def deliver() -> None:
+            while True:
+                due, data = await chunks.get()
+                await asyncio.sleep(max(0.0, due - self._loop.time()))
+                if not data:
+                    writer.close()
+                    return
+                writer.write(data)
+                await writer.drain()
+
+        delivering = asyncio.ensure_future(deliver())
+        try:
+            while True:
+                data = await reader.read(65536)
+                chunks.put_nowait((self._loop.time() + self.delay, data))
+                if not data:
+                    break
+            await delivering
+        finally:
+            delivering.cancel()
+
+
+class LagProbe:
+    """How late the reactor runs a call due every *interval* seconds: the
+    worst lateness seen between ``start()`` and ``stop()``."""
+
+    def __init__(self, interval: float = 0.01) -> None:
+        from twisted.internet.task import LoopingCall
+
+        self.interval = interval
+        self.worst = 0.0
+        self._last = 0.0
+        self._call = LoopingCall(self._tick)
+
+    def start(self) -> LagProbe:
+        self._last = time.monotonic()
+        self._call.start(self.interval, now=False)
+        return self
+
+    def stop(self) -> float:
+        self._call.stop()
+        self._tick()
+        return self.worst
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        self.worst = max(self.worst, now - self._last - self.interval)
+        self._last = now
+
 
 def main(redis_url: str, *urls: str) -> None:
+    from scrapy.crawler import CrawlerProcess
+
     process = CrawlerProcess(
         {
             **SETTINGS,
@@ -36,5 +157,49 @@ def main(redis_url: str, *urls: str) -> None:
     print(json.dumps({k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, int | float | str)}))
 
 
+def store_calls(redis_url: str) -> None:
+    """Concurrent calls of each kind through a RedisStore built for a
+    non-asyncio reactor (so: its own threads), with a lag probe."""
+    from scrapy.utils.reactor import install_reactor
+
+    install_reactor(SELECT_REACTOR)
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from twisted.internet import defer, task
+
+    from scrapy_robots_coccoc.stores import OriginState, RedisStore
+
+    async def calls(reactor: Any) -> None:
+        crawler = Crawler(Spider, {"REDIS_URL": redis_url, "TWISTED_REACTOR": SELECT_REACTOR})
+        store = RedisStore.from_crawler(crawler)
+        probe = LagProbe().start()
+        origins = [f"http://site{i}.example:80" for i in range(8)]
+        claims = await defer.gatherResults([defer.ensureDeferred(store.claim(o, 10)) for o in origins])
+        await defer.gatherResults(
+            [defer.ensureDeferred(store.set(o, OriginState(None, False, time.time() + 60), b"")) for o in origins]
+        )
+        fresh = [RedisStore.from_crawler(crawler) for _ in range(2)]
+        states = await defer.gatherResults([defer.ensureDeferred(s.get(o)) for s in fresh for o in origins])
+        starts = await defer.gatherResults([defer.ensureDeferred(store.reserve(origins[0], 0.1)) for _ in range(5)])
+        for each in (store, *fresh):
+            await each.close()
+        print(
+            json.dumps(
+                {
+                    "client": type(store._redis).__name__,
+                    "claims": claims,
+                    "states": [s is not None and not s.unavailable and s.robots is None for s in states],
+                    "gaps": [b - a for a, b in pairwise(sorted(starts))],
+                    "lag": probe.stop(),
+                }
+            )
+        )
+
+    task.react(lambda reactor: defer.ensureDeferred(calls(reactor)))
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    if sys.argv[1:2] == ["--store-calls"]:
+        store_calls(*sys.argv[2:])
+    else:
+        main(*sys.argv[1:])
