@@ -222,31 +222,33 @@ class RuleSet:
         best: tuple[bool, str] | None = None
         best_length = -1
         size = len(path)
-        hashes = self._hashes
+        hashes, allow, disallow = self._hashes, self._allow, self._disallow
         for length in self._lengths:
-            if length <= size:
-                prefix = path[:length]
-                if hashes is not None:
-                    found = bisect_left(hashes, hash(prefix))
-                    if found == len(hashes) or hashes[found] != hash(prefix):
-                        continue
-                line = "\n" + prefix + "\n"
-                if line in self._allow:
-                    best, best_length = (True, prefix), length
-                    break
-                if line in self._disallow:
-                    best, best_length = (False, prefix), length
-                    break
+            if length > size:
+                continue
+            prefix = path[:length]
+            if hashes is not None:
+                key = hash(prefix)
+                found = bisect_left(hashes, key)
+                if found == len(hashes) or hashes[found] != key:
+                    continue
+            line = f"\n{prefix}\n"
+            if line in allow:
+                best, best_length = (True, prefix), length
+                break
+            if line in disallow:
+                best, best_length = (False, prefix), length
+                break
         if not self._wildcards:
             return best
-        wild_allow = self._wild_allow
-        needles = self._needles.split("\n")
-        for index, pattern in enumerate(self._wildcards.split("\n")):
+        for pattern, needle, wild_allow in zip(
+            self._wildcards.split("\n"), self._needles.split("\n"), self._wild_allow, strict=True
+        ):
             length = len(pattern)
-            if length < best_length or (length == best_length and (best[0] or not wild_allow[index])):  # type: ignore[index]
+            if length < best_length or (length == best_length and (best[0] or not wild_allow)):  # type: ignore[index]
                 break
-            if needles[index] in path and wildcard_matches(pattern, path):
-                return bool(wild_allow[index]), pattern
+            if needle in path and wildcard_matches(pattern, path):
+                return bool(wild_allow), pattern
         return best
 
     def decide(self, path: str) -> Rule | None:
