@@ -144,13 +144,14 @@ class RuleSet:
     form: no object per rule, and a rule's line number is its index. A plain
     pattern (no ``*``, no final ``$``) matches when it is a prefix of the
     path, so the longest one is found by looking the path's prefixes of
-    each pattern length up in those strings (through a sorted array of
-    hashes when they are long); wildcard patterns are tried longest first,
+    each pattern length up in those strings, after a Bloom filter of their
+    hashes (and a sorted array of them when they are long); wildcard patterns are tried longest first,
     only while they can still beat that.
     """
 
     __slots__ = (
         "_allow",
+        "_bloom",
         "_disallow",
         "_hashes",
         "_lengths",
@@ -200,10 +201,14 @@ class RuleSet:
         self._wild_allow = bytes(allow for _, allow, _ in wildcards)
         # Wildcard lengths are kept: a path holds no "*" nor final "$", so
         # they never match as plain prefixes, and removing them costs more.
-        self._lengths = tuple(sorted(lengths, reverse=True))
-        self._hashes = None
-        if len(allow) + len(disallow) > _INDEXED_CHARS:
-            self._hashes = array("q", sorted(map(hash, {*allow.split("\n"), *disallow.split("\n")})))
+        # Bytes when every length fits one: a fifth of a tuple's size.
+        ordered = sorted(lengths, reverse=True)
+        self._lengths: bytes | tuple[int, ...] = bytes(ordered) if not ordered or ordered[0] < 256 else tuple(ordered)
+        hashes = set(map(hash, {*allow.split("\n"), *disallow.split("\n")}))
+        self._hashes = array("q", sorted(hashes)) if len(allow) + len(disallow) > _INDEXED_CHARS else None
+        # A 256-bit Bloom filter of the patterns: most prefixes of a path are
+        # no pattern, and a bit test costs less than searching the text.
+        self._bloom = sum(1 << bit for bit in {key & 255 for key in hashes})
 
     def _read_extension(self, kind: int, text: str) -> None:
         if not text:
@@ -222,13 +227,15 @@ class RuleSet:
         best: tuple[bool, str] | None = None
         best_length = -1
         size = len(path)
-        hashes, allow, disallow = self._hashes, self._allow, self._disallow
+        hashes, bloom, allow, disallow = self._hashes, self._bloom, self._allow, self._disallow
         for length in self._lengths:
             if length > size:
                 continue
             prefix = path[:length]
+            key = hash(prefix)
+            if not bloom >> (key & 255) & 1:
+                continue
             if hashes is not None:
-                key = hash(prefix)
                 found = bisect_left(hashes, key)
                 if found == len(hashes) or hashes[found] != key:
                     continue
@@ -269,8 +276,8 @@ class RuleSet:
 
     def footprint(self) -> int:
         """Roughly the bytes this rule set holds, for stores bounded in bytes."""
-        held = (self, self._allow, self._disallow, self._starts, self._lengths, self._wildcards, self._wild_allow)
-        size = sum(map(sys.getsizeof, held)) + sys.getsizeof(self._needles)
+        held = (self, self._allow, self._bloom, self._disallow, self._starts, self._lengths, self._wildcards)
+        size = sum(map(sys.getsizeof, held)) + sys.getsizeof(self._needles) + sys.getsizeof(self._wild_allow)
         return size + (0 if self._hashes is None else sys.getsizeof(self._hashes))
 
 

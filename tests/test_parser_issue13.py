@@ -324,3 +324,10 @@ def test_footprint_grows_with_the_file_and_its_rule_sets():
     before = large.footprint()
     large.allowed("/x", "bot-3")
     assert large.footprint() != before
+
+
+def test_patterns_longer_than_255_characters():
+    long = "/" + "a" * 300
+    robots = RobotsTxt.parse(f"User-agent: *\nDisallow: /a\nAllow: {long}\n")
+    assert robots.allowed(long + "/x", WEB)
+    assert not robots.allowed("/" + "a" * 299, WEB)
