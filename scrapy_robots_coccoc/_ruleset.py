@@ -83,7 +83,9 @@ def _field(fields: bytes, capture: bool) -> bytes:
     # Lines that cannot start with a field are left at their first character.
     initials = bytes(sorted({word[0] for word in re.sub(rb"[^a-z|]", b"", fields.lower()).split(b"|") if word}))
     first = rb"(?=[" + initials + initials.upper() + rb"])"
-    return first + name + separator + rb"([^\s#](?:[^#\n]*[^\s#])?|)"
+    # The value runs to the comment or the line's end without backtracking;
+    # readers strip the white space it may end with.
+    return first + name + separator + rb"((?=[^\s#])[^#\n]*|)"
 
 
 def field_line(fields: bytes, capture: bool = True) -> bytes:
@@ -94,8 +96,8 @@ def field_line(fields: bytes, capture: bool = True) -> bytes:
     a single word, as Google robots.cc (GetKeyAndValueFrom) accepts:
     ``disallow /``. The leading newline is a literal that lets the regular
     expression engine skip from line to line at C speed. The value is
-    captured without the white space around it; the field name only when
-    *capture* is true.
+    captured without the white space before it (and with any after it); the
+    field name only when *capture* is true.
     """
     return rb"\n[ \t]*" + _field(fields, capture)
 
@@ -110,6 +112,8 @@ MEMBER_LINE = re.compile(field_line(_fields(range(5))))
 _ALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_ALLOW, _ALLOW + 1)), False))
 _DISALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_DISALLOW, _DISALLOW + 1)), False))
 _EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))))
+_SPACE_AT_END = (b" \n", b"\t\n", b"\x0b\n", b"\x0c\n")
+_TRAILING_SPACE = re.compile(rb"[ \t\x0b\x0c]+$", re.MULTILINE)
 # A line of the normal form holding a wildcard pattern.
 _WILDCARD = re.compile(r"\n([^\n*$]*(?:\*[^\n]*|\$))(?=\n)")
 # Above this many characters of rules, plain patterns are found through a
@@ -123,6 +127,9 @@ def _rule_text(values: list[bytes], lengths: set[int]) -> str:
     """Return line-aligned rule values as one string in the normal form, led
     and ended by a newline, and add their lengths to *lengths*."""
     joined = b"\n".join(values)
+    if any(space in joined for space in _SPACE_AT_END) or joined[-1:].isspace():
+        joined = _TRAILING_SPACE.sub(b"", joined)
+        values = joined.split(b"\n")
     if in_normal_form(joined):
         lengths.update(map(len, values))
         return "\n" + joined.decode("ascii") + "\n"

@@ -331,3 +331,14 @@ def test_patterns_longer_than_255_characters():
     robots = RobotsTxt.parse(f"User-agent: *\nDisallow: /a\nAllow: {long}\n")
     assert robots.allowed(long + "/x", WEB)
     assert not robots.allowed("/" + "a" * 299, WEB)
+
+
+def test_white_space_after_values_is_not_part_of_them():
+    body = b"User-agent: *\nDisallow: /a b \t# note\nAllow: /a b/c\x0b\nDisallow: \x0b/x\n"
+    body += b"Crawl-delay: 2 \t\nDisallow: /end \t"
+    robots = RobotsTxt.parse(body)
+    assert robots.explain("/a%20b/z", WEB).rule == (False, "/a%20b", 2)
+    assert robots.explain("/a%20b/c/d", WEB).rule == (True, "/a%20b/c", 3)
+    assert robots.allowed("/x", WEB)
+    assert robots.crawl_delay(WEB) == 2.0
+    assert robots.explain("/end/1", WEB).rule == (False, "/end", 6)
