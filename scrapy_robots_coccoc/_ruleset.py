@@ -112,7 +112,7 @@ MEMBER_LINE = re.compile(field_line(_fields(range(5))))
 _ALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_ALLOW, _ALLOW + 1)), False))
 _DISALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_DISALLOW, _DISALLOW + 1)), False))
 _EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))))
-_SPACE_AT_END = (b" \n", b"\t\n", b"\x0b\n", b"\x0c\n")
+_SPACES = (b" ", b"\t", b"\x0b", b"\x0c")
 _TRAILING_SPACE = re.compile(rb"[ \t\x0b\x0c]+$", re.MULTILINE)
 # A line of the normal form holding a wildcard pattern.
 _WILDCARD = re.compile(r"\n([^\n*$]*(?:\*[^\n]*|\$))(?=\n)")
@@ -127,7 +127,7 @@ def _rule_text(values: list[bytes], lengths: set[int]) -> str:
     """Return line-aligned rule values as one string in the normal form, led
     and ended by a newline, and add their lengths to *lengths*."""
     joined = b"\n".join(values)
-    if any(space in joined for space in _SPACE_AT_END) or joined[-1:].isspace():
+    if any(space + b"\n" in joined for space in _SPACES) or joined.endswith(_SPACES):
         joined = _TRAILING_SPACE.sub(b"", joined)
         values = joined.split(b"\n")
     if in_normal_form(joined):
