@@ -113,6 +113,8 @@ _ALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_ALLOW, _AL
 _DISALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_DISALLOW, _DISALLOW + 1)), False))
 _EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))))
 _SPACES = (b" ", b"\t", b"\x0b", b"\x0c")
+# What comes before the last literal piece of a wildcard pattern, and its "$".
+_BEFORE_LAST_PIECE = re.compile(r"[^\n]*\*|\$$", re.MULTILINE)
 _TRAILING_SPACE = re.compile(rb"[ \t\x0b\x0c]+$", re.MULTILINE)
 # A line of the normal form holding a wildcard pattern.
 _WILDCARD = re.compile(r"\n([^\n*$]*(?:\*[^\n]*|\$))(?=\n)")
@@ -127,7 +129,7 @@ def _rule_text(values: list[bytes], lengths: set[int]) -> str:
     """Return line-aligned rule values as one string in the normal form, led
     and ended by a newline, and add their lengths to *lengths*."""
     joined = b"\n".join(values)
-    if any(space + b"\n" in joined for space in _SPACES) or joined.endswith(_SPACES):
+    if b" \n" in joined or b"\t\n" in joined or b"\x0b\n" in joined or b"\x0c\n" in joined or joined.endswith(_SPACES):
         joined = _TRAILING_SPACE.sub(b"", joined)
         values = joined.split(b"\n")
     if in_normal_form(joined):
@@ -201,10 +203,10 @@ class RuleSet:
         )
         patterns = [p for _, _, p in wildcards]
         # One string each rather than an object per rule, split when a check
-        # needs them; a needle is the longest literal piece of its pattern,
-        # which a path must contain to match it.
+        # needs them; a needle is the literal piece after a pattern's last
+        # "*", which a path must contain to match it.
         self._wildcards = "\n".join(patterns)
-        self._needles = "\n".join(max(p.removesuffix("$").split("*"), key=len) for p in patterns)
+        self._needles = _BEFORE_LAST_PIECE.sub("", self._wildcards)
         self._wild_allow = bytes(allow for _, allow, _ in wildcards)
         # Wildcard lengths are kept: a path holds no "*" nor final "$", so
         # they never match as plain prefixes, and removing them costs more.
