@@ -56,6 +56,7 @@ class OriginCoordinator:
         cache_seconds: float,
         unavailable_seconds: float,
         claim_seconds: float,
+        store_seconds: float,
         max_origins: int,
     ) -> None:
         self._crawler = crawler
@@ -67,11 +68,13 @@ class OriginCoordinator:
         # How long peers sharing the store wait for the one that fetches:
         # the claim expires then, and the wait ends with a fetch of our own.
         self._claim_seconds = claim_seconds
+        self._store_seconds = store_seconds  # the longest a store call may take
         self._max_origins = max(1, max_origins)
         # Origin -> Deferreds of the requests waiting for its fetch; an
         # origin is in here exactly while its fetch runs.
         self._waiters: dict[str, list[Deferred[OriginState]]] = {}
         self._refreshing: dict[str, OriginState] = {}  # origin -> the stale state being refreshed
+        self._silent_before: set[str] = set()  # origins fetched again after being unavailable
         # Origin -> (until, cause) of a local fault; bounded like the store.
         self._faults: OrderedDict[str, tuple[float, str]] = OrderedDict()
         # Origin -> expiry of the state whose sitemaps this process announced.
@@ -99,11 +102,14 @@ class OriginCoordinator:
 
     async def _state_for(self, origin: str, request: Request) -> OriginState:
         if origin not in self._waiters:
-            state = self._usable(origin, await self._call_store("get", None, origin), request)
+            stored = await self._call_store("get", None, origin)
+            state = self._usable(origin, stored, request)
             if state is not None:
                 return state
             self._raise_fault(origin)
             if origin not in self._waiters:  # no fetch started while the store answered
+                if stored is not None and stored.unavailable:
+                    self._silent_before.add(origin)
                 self._start_fetch(origin, request, stale=None)
         stale = self._refreshing.get(origin)
         if stale is not None:
@@ -155,6 +161,7 @@ class OriginCoordinator:
                 self._call_store_later("set", origin, result, None)
         finally:
             self._refreshing.pop(origin, None)
+            self._silent_before.discard(origin)
             for waiter in self._waiters.pop(origin, ()):
                 if waiter.called:  # cancelled: its request left
                     continue
@@ -223,7 +230,7 @@ class OriginCoordinator:
             )
             return OriginState(stale.robots, False, now + self._unavailable_seconds)
         self._stats.inc_value("robotstxt/unavailable/events")
-        if stale is None:
+        if stale is None and origin not in self._silent_before:
             self._stats.inc_value("robotstxt/unavailable/origins")
         logger.warning(
             "robots.txt of %s did not answer (%s): its requests are dropped for %s s",
@@ -280,7 +287,10 @@ class OriginCoordinator:
         try:
             result = getattr(self._store, method)(*args)
             if isawaitable(result):
-                result = await result
+                from twisted.internet import reactor
+
+                bounded = deferred_from_coro(result).addTimeout(self._store_seconds, reactor)
+                result = await maybe_deferred_to_future(bounded)
         except Exception as exc:
             return self._store_failed(method, args[0], exc, default)
         return self._readable(args[0], result) if method == "get" else result

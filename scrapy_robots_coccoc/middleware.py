@@ -70,6 +70,7 @@ class RobotsTxtMiddleware:
             unavailable_seconds=settings.getfloat("ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
             # One hop's worst case: a crashed peer holds the others no longer.
             claim_seconds=settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (max_retries + 1) + 5,
+            store_seconds=settings.getfloat("ROBOTSTXT_STORE_TIMEOUT", 10),
             max_origins=max_origins,
         )
         concurrency = settings.getint("CONCURRENT_REQUESTS")
