@@ -154,8 +154,8 @@ class RuleSet:
     pattern (no ``*``, no final ``$``) matches when it is a prefix of the
     path, so the longest one is found by looking the path's prefixes of
     each pattern length up in those strings, after a Bloom filter of their
-    hashes (and a sorted array of them when they are long); wildcard patterns are tried longest first,
-    only while they can still beat that.
+    hashes (and a sorted array of them when they are long); wildcard
+    patterns are tried longest first, only while they can still beat that.
     """
 
     __slots__ = (
@@ -179,8 +179,8 @@ class RuleSet:
         self.crawl_delay: float | None = None
         self.request_rate: RequestRate | None = None
         self.visit_time: VisitTime | None = None
-        # Each chunk starts with the rest of its User-agent line; the leading
-        # newline makes that a line too.
+        # Each section starts with a line number and the rest of its
+        # User-agent line, which the leading newline makes a line (no rule).
         text = b"\n" + b"\n".join(sections)
         for field, value in _EXTENSION_LINE.findall(text):
             self._read_extension(MEMBER_FIELDS[field.lower()], value.decode("ascii", "replace"))
@@ -213,11 +213,24 @@ class RuleSet:
         # Bytes when every length fits one: a fifth of a tuple's size.
         ordered = sorted(lengths, reverse=True)
         self._lengths: bytes | tuple[int, ...] = bytes(ordered) if not ordered or ordered[0] < 256 else tuple(ordered)
+        self._index()
+
+    def _index(self) -> None:
+        allow, disallow = self._allow, self._disallow
         hashes = set(map(hash, {*allow.split("\n"), *disallow.split("\n")}))
         self._hashes = array("q", sorted(hashes)) if len(allow) + len(disallow) > _INDEXED_CHARS else None
         # A 256-bit Bloom filter of the patterns: most prefixes of a path are
         # no pattern, and a bit test costs less than searching the text.
         self._bloom = sum(1 << bit for bit in {key & 255 for key in hashes})
+
+    def __getstate__(self) -> dict[str, object]:
+        # String hashes differ from process to process: the index is rebuilt.
+        return {name: getattr(self, name) for name in self.__slots__ if name not in ("_bloom", "_hashes")}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._index()
 
     def _read_extension(self, kind: int, text: str) -> None:
         if not text:

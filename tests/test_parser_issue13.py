@@ -4,6 +4,10 @@ with the agent values, headers and lines met in real robots.txt files."""
 from __future__ import annotations
 
 import gc
+import os
+import pickle
+import subprocess
+import sys
 import time
 import tracemalloc
 from datetime import time as clock
@@ -342,3 +346,17 @@ def test_white_space_after_values_is_not_part_of_them():
     assert robots.allowed("/x", WEB)
     assert robots.crawl_delay(WEB) == 2.0
     assert robots.explain("/end/1", WEB).rule == (False, "/end", 6)
+
+
+def test_a_pickled_file_decides_alike_in_another_process():
+    """Built rule sets index string hashes, which each process seeds anew."""
+    rules = "".join(f"Disallow: /p{i}/\n" for i in range(100))
+    robots = RobotsTxt.parse(f"User-agent: *\n{rules}Allow: /p7/ok\nDisallow: /*.pdf$\n")
+    robots.allowed("/", WEB)
+    code = (
+        "import pickle, sys; r = pickle.loads(sys.stdin.buffer.read()); "
+        "print([r.allowed(p, 'coccocbot-web') for p in ('/p3/x', '/p7/ok', '/a.pdf', '/q')])"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(robots), capture_output=True, env=env)
+    assert out.stdout.decode().strip() == "[False, True, False, True]", out.stderr
