@@ -81,9 +81,10 @@ class Store(Protocol):
     def reserve(self, origin: str, spacing: float) -> MaybeAwaitable[float | None]:
         """Reserve a start time (a ``time.time()`` value) for the next
         request to a paced origin, at least *spacing* seconds after every
-        start reserved before it, by any worker, and normally a little after
-        the answer arrives; None when the downloader's own slot delay paces
-        the origin (a store of one process).
+        start reserved before it, by any worker, and no earlier than the
+        answer (a store whose answer came too late reserves again); None
+        when the downloader's own slot delay paces the origin (a store of
+        one process).
 
         The caller sleeps until that time and starts the request at once. A
         caller that wakes (or finds the request ready) more than *grace*
@@ -238,8 +239,12 @@ class RedisStore:
     THREADS = 8
     #: How many turns ahead of now a stored "next start" is believed.
     RESERVED_TURNS = 256
+    #: Reservations tried before a late one is returned all the same.
+    RESERVE_ATTEMPTS = 5
     #: Readings of Redis's clock whose fastest round trip gives its offset.
     CLOCK_SAMPLE = 32
+    #: At most this many readings of Redis's clock before the first reservation.
+    CLOCK_READINGS = 5
     #: Calls whose median duration is compared with the slow threshold.
     SLOW_SAMPLE = 5
     #: Origins whose unreadable values were reported (bounds that memory).
@@ -272,6 +277,7 @@ class RedisStore:
         self._round_trip = 0.0  # smoothed duration of a call, seconds
         # (round trip, Redis's clock - ours) of the last clock readings.
         self._clock: deque[tuple[float, float]] = deque(maxlen=self.CLOCK_SAMPLE)
+        self._clock_known = False
         self._recent: deque[float] = deque(maxlen=self.SLOW_SAMPLE)
         self._warned_slow = False
         self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
@@ -365,25 +371,42 @@ class RedisStore:
         return claimed != 0  # None (Redis failed): fetch here
 
     async def _reserve_shared(self, origin: str, spacing: float) -> float | None:
-        # Ask for a start the answer can reach in time: one round trip and a
-        # half (the answer's way back with room to spare), plus 5 ms.
-        lead = min(1.5 * self._round_trip + 0.005, 1.0)
-        horizon = max(60.0, self.RESERVED_TURNS * spacing)
-        if not self._clock:
-            for _ in range(2):  # the second reading has a connection ready
-                sent = time.time()
-                reading = await self._run("clock", [], [])
-                if reading is None:
-                    return None
-                self._read_clock(sent, float(reading[0]) + float(reading[1]) / 1e6)
-        sent = time.time()
-        answer = await self._run("reserve", [self._key(origin, "next")], [repr(spacing), repr(lead), repr(horizon)])
-        if answer is None:
+        if not self._clock_known and not await self._know_clock():
             return None
-        start, now, problem = answer
-        if problem:
-            self._unreadable(origin, "next", problem.decode(errors="replace"), None)
-        return float(start) - self._read_clock(sent, float(now))
+        horizon = max(60.0, self.RESERVED_TURNS * spacing)
+        for _ in range(self.RESERVE_ATTEMPTS):
+            # Ask for a start the answer can reach in time: one round trip
+            # and a half (its way back with room to spare), plus 5 ms.
+            lead = min(1.5 * self._round_trip + 0.005, 1.0)
+            sent = time.time()
+            answer = await self._run("reserve", [self._key(origin, "next")], [repr(spacing), repr(lead), repr(horizon)])
+            if answer is None:
+                return None
+            redis_start, redis_now, problem = answer
+            if problem:
+                self._unreadable(origin, "next", problem.decode(errors="replace"), None)
+            start = float(redis_start) - self._read_clock(sent, float(redis_now))
+            if start >= time.time():
+                break
+            # The answer came after the turn began: using it late would
+            # squeeze the next turn, so it is given up.
+        return start
+
+    async def _know_clock(self) -> bool:
+        """Read Redis's clock until the two fastest readings agree (the
+        first ones may wait for new connections); False if Redis fails."""
+        for _ in range(self.CLOCK_READINGS):
+            sent = time.time()
+            reading = await self._run("clock", [], [])
+            if reading is None:
+                return False
+            self._read_clock(sent, float(reading[0]) + float(reading[1]) / 1e6)
+            if len(self._clock) > 1:
+                (fastest, _), (second, _) = sorted(self._clock)[:2]
+                if second <= 1.2 * fastest + 0.001:
+                    break
+        self._clock_known = True
+        return True
 
     def _read_clock(self, sent: float, redis_now: float) -> float:
         """How far Redis's clock is ahead of ours, from the reading with the
@@ -510,12 +533,12 @@ def redis_client(settings: BaseSettings) -> Any:
             f"RedisStore needs redis-py 4.2 or newer ({exc}): pip install 'scrapy-robots-coccoc[redis]'"
         ) from exc
     module: Any = redis.asyncio if _asyncio_runs_the_crawl(settings) else redis
-    timeouts = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
+    options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
     url = settings.get("ROBOTSTXT_REDIS_URL") or settings.get("REDIS_URL")
     if url:
-        return module.Redis.from_url(url, **timeouts)
+        return module.Redis.from_url(url, **options)
     return module.Redis(
-        host=settings.get("REDIS_HOST", "localhost"), port=settings.getint("REDIS_PORT", 6379), **timeouts
+        host=settings.get("REDIS_HOST", "localhost"), port=settings.getint("REDIS_PORT", 6379), **options
     )
 
 

@@ -12,19 +12,22 @@ stats as JSON on the last line.
 
 Runs RedisStore calls under Twisted's select reactor (not asyncio) and
 prints the answers and the reactor's worst lateness as JSON.
+
+    python -m tests.redis_worker --proxy UPSTREAM_PORT DELAY
+
+Serves a :class:`LatencyProxy` to a local Redis; prints its port.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
-import threading
 import time
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
-
-from .crawling import SETTINGS, RecordingSpider
 
 SELECT_REACTOR = "twisted.internet.selectreactor.SelectReactor"
 
@@ -32,65 +35,42 @@ SELECT_REACTOR = "twisted.internet.selectreactor.SelectReactor"
 class LatencyProxy:
     """A TCP proxy on 127.0.0.1 that delivers each direction's bytes
     *delay* seconds late (a round trip 2 x *delay*), in order. It runs in a
-    thread with its own asyncio loop, so its timing does not depend on the
-    reactor it slows down. ``with LatencyProxy(port, 0.05) as proxy:``
-    ``proxy.port``."""
+    process of its own, so that its timing depends neither on the reactor
+    it slows down nor on that process's GIL.
+    ``with LatencyProxy(port, 0.05) as proxy: proxy.url()``."""
 
     def __init__(self, upstream_port: int, delay: float) -> None:
         self.upstream_port = upstream_port
         self.delay = delay
         self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._connections: set[asyncio.Task[Any]] = set()
 
     def __enter__(self) -> LatencyProxy:
-        self._thread.start()
-        server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._accept, "127.0.0.1", 0), self._loop)
-        self._server = server.result(10)
-        self.port = self._server.sockets[0].getsockname()[1]
+        args = [sys.executable, "-m", "tests.redis_worker", "--proxy", str(self.upstream_port), str(self.delay)]
+        root = Path(__file__).resolve().parents[1]
+        self._process = subprocess.Popen(args, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._process.stdout is not None
+        self.port = int(self._process.stdout.readline())
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-    async def _close(self) -> None:
-        self._server.close()
-        for connection in self._connections:
-            connection.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        self._process.terminate()
+        self._process.wait()
 
     def url(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = asyncio.current_task()
-        assert connection is not None
-        self._connections.add(connection)
-        try:
-            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        except OSError:
-            writer.close()
-            return
-        try:
-            await asyncio.gather(self._pipe(reader, upstream_writer), self._pipe(upstream_reader, writer))
-        except (OSError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-            upstream_writer.close()
-            self._connections.discard(connection)
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def proxy(upstream_port: int, delay: float) -> None:
+    """Serve as :class:`LatencyProxy`: print the port, run until killed."""
+    loop = asyncio.get_running_loop()
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         chunks: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
         async def deliver() -> None:
             while True:
                 due, data = await chunks.get()
-                await asyncio.sleep(max(0.0, due - self._loop.time()))
+                await asyncio.sleep(max(0.0, due - loop.time()))
                 if not data:
                     writer.close()
                     return
@@ -98,15 +78,24 @@ class LatencyProxy:
                 await writer.drain()
 
         delivering = asyncio.ensure_future(deliver())
+        while True:
+            data = await reader.read(65536)
+            chunks.put_nowait((loop.time() + delay, data))
+            if not data:
+                break
+        await delivering
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while True:
-                data = await reader.read(65536)
-                chunks.put_nowait((self._loop.time() + self.delay, data))
-                if not data:
-                    break
-            await delivering
-        finally:
-            delivering.cancel()
+            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer), return_exceptions=True)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
 
 
 class LagProbe:
@@ -139,6 +128,8 @@ class LagProbe:
 
 def main(redis_url: str, *urls: str) -> None:
     from scrapy.crawler import CrawlerProcess
+
+    from .crawling import SETTINGS, RecordingSpider
 
     process = CrawlerProcess(
         {
@@ -201,5 +192,7 @@ def store_calls(redis_url: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--store-calls"]:
         store_calls(*sys.argv[2:])
+    elif sys.argv[1:2] == ["--proxy"]:
+        asyncio.run(proxy(int(sys.argv[2]), float(sys.argv[3])))
     else:
         main(*sys.argv[1:])
