@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import statistics
 import sys
 import time
 from collections import OrderedDict, deque
@@ -221,7 +220,8 @@ class RedisStore:
     fetch while the others wait for what it stores, and a per-origin "next
     start" time paces Crawl-delay across workers. An origin's keys carry it
     as a hash tag (``robotstxt:{https://example.com:443}:state``), so that
-    they share one Redis Cluster slot. Every worker keeps a local
+    they share one Redis Cluster slot (the store itself talks to one Redis
+    server, as scrapy-redis does). Every worker keeps a local
     :class:`MemoryStore` in front, so Redis is asked once per origin and
     period; when Redis fails the worker warns and goes on with that local
     store alone, retrying Redis after ``RETRY_SECONDS``.
@@ -230,8 +230,10 @@ class RedisStore:
     when an asyncio loop runs the crawl (Scrapy's default asyncio reactor,
     or no reactor), else with the blocking client in a small thread pool of
     the store's own. A value read back that makes no sense is ignored, with
-    one WARNING per origin and problem; so is an answer slower than
-    ``ROBOTSTXT_REDIS_SLOW_SECONDS`` (median of the last calls), once.
+    one WARNING per origin and problem. Calls slower than
+    ``ROBOTSTXT_REDIS_SLOW_SECONDS`` (default 0.1) get one WARNING per crawl
+    once they have all been for a second: every new or paced origin waits
+    for Redis.
     """
 
     RETRY_SECONDS = 5.0
@@ -245,8 +247,9 @@ class RedisStore:
     CLOCK_SAMPLE = 32
     #: At most this many readings of Redis's clock before the first reservation.
     CLOCK_READINGS = 5
-    #: Calls whose median duration is compared with the slow threshold.
-    SLOW_SAMPLE = 5
+    #: Redis is slow when this many calls in a row, over this many seconds,
+    #: each took longer than ``ROBOTSTXT_REDIS_SLOW_SECONDS``.
+    SLOW_CALLS, SLOW_SPAN = 5, 1.0
     #: Origins whose unreadable values were reported (bounds that memory).
     WARNED_ORIGINS = 10_000
 
@@ -278,7 +281,8 @@ class RedisStore:
         # (round trip, Redis's clock - ours) of the last clock readings.
         self._clock: deque[tuple[float, float]] = deque(maxlen=self.CLOCK_SAMPLE)
         self._clock_known = False
-        self._recent: deque[float] = deque(maxlen=self.SLOW_SAMPLE)
+        self._slow_calls = 0  # calls in a row slower than slow_seconds
+        self._slow_since = 0.0  # when the first of them ended
         self._warned_slow = False
         self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
 
@@ -440,20 +444,28 @@ class RedisStore:
         return answer
 
     def _timed(self, seconds: float) -> None:
+        """Track how long calls take; warn once when every call has been
+        slow for a while (a stall of this process makes the calls it holds
+        up slow, but not those that follow)."""
         self._round_trip = 0.8 * self._round_trip + 0.2 * seconds if self._round_trip else seconds
-        self._recent.append(seconds)
-        if self._warned_slow or len(self._recent) < self.SLOW_SAMPLE:
+        if seconds <= self._slow_seconds:
+            self._slow_calls = 0
             return
-        median = statistics.median(self._recent)
-        if median > self._slow_seconds:
-            self._warned_slow = True
-            logger.warning(
-                "Redis store is slow: calls take %.3f s (median of the last %d), over "
-                "ROBOTSTXT_REDIS_SLOW_SECONDS = %s; requests of paced or new origins wait for it",
-                median,
-                self.SLOW_SAMPLE,
-                self._slow_seconds,
-            )
+        now = time.monotonic()
+        if not self._slow_calls:
+            self._slow_since = now
+        self._slow_calls += 1
+        if self._warned_slow or self._slow_calls < self.SLOW_CALLS or now - self._slow_since < self.SLOW_SPAN:
+            return
+        self._warned_slow = True
+        logger.warning(
+            "Redis store is slow: its last %d calls (%.1f s) each took over ROBOTSTXT_REDIS_SLOW_SECONDS = %s s "
+            "(%.3f s on average); requests of new and paced origins wait for it",
+            self._slow_calls,
+            now - self._slow_since,
+            self._slow_seconds,
+            self._round_trip,
+        )
 
     def _unreadable(self, origin: str, kind: str, problem: str, local: OriginState | None) -> OriginState | None:
         """Report a stored value that makes no sense (once per origin and
