@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 #: What a store method returns: its answer, or an awaitable of it.
-MaybeAwaitable: TypeAlias = "T | Awaitable[T]"
+MaybeAwaitable: TypeAlias = T | Awaitable[T]
 
 
 @dataclass(slots=True, frozen=True)
