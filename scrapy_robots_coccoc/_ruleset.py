@@ -113,7 +113,9 @@ _ALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_ALLOW, _AL
 _DISALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_DISALLOW, _DISALLOW + 1)), False))
 _EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))))
 _SPACES = (b" ", b"\t", b"\x0b", b"\x0c")
-# What comes before the last literal piece of a wildcard pattern, and its "$".
+# What comes after the first literal piece of a wildcard pattern, and what
+# comes before its last one (and its "$").
+_FIRST_PIECE = re.compile(r"\*[^\n]*|\$$", re.MULTILINE)
 _BEFORE_LAST_PIECE = re.compile(r"[^\n]*\*|\$$", re.MULTILINE)
 _TRAILING_SPACE = re.compile(rb"[ \t\x0b\x0c]+$", re.MULTILINE)
 # A line of the normal form holding a wildcard pattern.
@@ -145,6 +147,12 @@ def _wildcards(text: str) -> list[str]:
     return _WILDCARD.findall(text) if "*" in text or "$" in text else []
 
 
+# The wildcards of the rule set checked last, split: a crawl checks a site's
+# URLs in bursts, and one entry for the whole process costs no memory per file.
+# Replaced whole, so that a thread never reads one rule set's half.
+_RECENT: tuple[object, tuple[tuple[str, str, str, int], ...]] = (None, ())
+
+
 class RuleSet:
     """What a robot obeys once its group is chosen, held compactly.
 
@@ -164,7 +172,6 @@ class RuleSet:
         "_disallow",
         "_hashes",
         "_lengths",
-        "_needles",
         "_starts",
         "_wild_allow",
         "_wildcards",
@@ -202,11 +209,11 @@ class RuleSet:
             reverse=True,
         )
         patterns = [p for _, _, p in wildcards]
-        # One string each rather than an object per rule, split when a check
-        # needs them; a needle is the literal piece after a pattern's last
-        # "*", which a path must contain to match it.
-        self._wildcards = "\n".join(patterns)
-        self._needles = _BEFORE_LAST_PIECE.sub("", self._wildcards)
+        # One string rather than an object per rule; a check splits it, with
+        # the literal piece each pattern starts with and the one after its
+        # last "*", which a matching path must start with and contain.
+        joined = "\n".join(patterns)
+        self._wildcards = (joined, _FIRST_PIECE.sub("", joined), _BEFORE_LAST_PIECE.sub("", joined))
         self._wild_allow = bytes(allow for _, allow, _ in wildcards)
         # Wildcard lengths are kept: a path holds no "*" nor final "$", so
         # they never match as plain prefixes, and removing them costs more.
@@ -268,15 +275,20 @@ class RuleSet:
             if line in disallow:
                 best, best_length = (False, prefix), length
                 break
-        if not self._wildcards:
+        if not self._wildcards[0]:
             return best
-        for pattern, needle, wild_allow in zip(
-            self._wildcards.split("\n"), self._needles.split("\n"), self._wild_allow, strict=True
-        ):
+        global _RECENT
+        recent = _RECENT
+        if recent[0] is not self:
+            recent = _RECENT = (
+                self,
+                tuple(zip(*(text.split("\n") for text in self._wildcards), self._wild_allow, strict=True)),
+            )
+        for pattern, head, needle, wild_allow in recent[1]:
             length = len(pattern)
             if length < best_length or (length == best_length and (best[0] or not wild_allow)):  # type: ignore[index]
                 break
-            if needle in path and wildcard_matches(pattern, path):
+            if path.startswith(head) and needle in path and wildcard_matches(pattern, path):
                 return bool(wild_allow), pattern
         return best
 
@@ -298,8 +310,16 @@ class RuleSet:
 
     def footprint(self) -> int:
         """Roughly the bytes this rule set holds, for stores bounded in bytes."""
-        held = (self, self._allow, self._bloom, self._disallow, self._starts, self._lengths, self._wildcards)
-        size = sum(map(sys.getsizeof, held)) + sys.getsizeof(self._needles) + sys.getsizeof(self._wild_allow)
+        held = (
+            self,
+            self._allow,
+            self._bloom,
+            self._disallow,
+            self._starts,
+            self._lengths,
+            *self._wildcards,
+        )
+        size = sum(map(sys.getsizeof, held)) + sys.getsizeof(self._wild_allow)
         return size + (0 if self._hashes is None else sys.getsizeof(self._hashes))
 
 

@@ -360,3 +360,13 @@ def test_a_pickled_file_decides_alike_in_another_process():
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(robots), capture_output=True, env=env)
     assert out.stdout.decode().strip() == "[False, True, False, True]", out.stderr
+
+
+def test_alternating_files_keep_their_own_wildcards():
+    """The wildcards of the file checked last are kept split, once for the process."""
+    pdf = RobotsTxt.parse("User-agent: *\nDisallow: /*.pdf$\n")
+    php = RobotsTxt.parse("User-agent: *\nDisallow: /*.php$\nAllow: /a/*.pdf$\n")
+    for _ in range(2):
+        assert not pdf.allowed("/x.pdf", WEB) and pdf.allowed("/x.php", WEB)
+        assert not php.allowed("/x.php", WEB) and php.allowed("/x.pdf", WEB)
+        assert php.explain("/a/b.pdf", WEB).rule == (True, "/a/*.pdf$", 3)
