@@ -618,17 +618,16 @@ class AlwaysClaimedStore(MemoryStore):
         return False
 
 
-@pytest.mark.xfail(
-    reason="OriginCoordinator._state_for awaits store.get (and _fetch awaits claim/set) without a bound, "
-    "before the origin is in _waiters: the parked request waits forever and Parking keeps the spider open",
-    strict=True,
-)
 @pytest_twisted.ensureDeferred
 async def test_store_that_never_answers_does_not_hang_the_crawl(sites):
     (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(RULES)}))
     urls = [site.url("/a"), site.url("/private/x")]
-    settings = {"ROBOTSTXT_STORE": "tests.test_hostile.HangingGetStore", "DOWNLOAD_TIMEOUT": 1}
-    crawler = await bounded_crawl(settings, urls=urls, follow=False, timeout=4)
+    settings = {
+        "ROBOTSTXT_STORE": "tests.test_hostile.HangingGetStore",
+        "ROBOTSTXT_STORE_TIMEOUT": 0.5,
+        "DOWNLOAD_TIMEOUT": 1,
+    }
+    crawler = await bounded_crawl(settings, urls=urls, follow=False, timeout=5)
     assert unaccounted(crawler, urls) == set()
     assert site.url("/private/x") not in crawler.spider.crawled
 
@@ -720,11 +719,6 @@ async def test_silent_robotstxt_logs_one_warning_and_no_error(sites, caplog):
     assert not [m for m in ours(caplog, logging.INFO) if "Failure" in m]
 
 
-@pytest.mark.xfail(
-    reason="coordinator.py _state_after counts robotstxt/unavailable/origins whenever stale is None, and "
-    "_usable returns None for an expired unavailable state, so the fetch after the period counts the origin again",
-    strict=True,
-)
 @pytest_twisted.ensureDeferred
 async def test_origin_silent_twice_is_counted_once(sites, caplog):
     caplog.set_level(logging.INFO)
