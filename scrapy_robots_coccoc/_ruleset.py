@@ -204,8 +204,9 @@ class RuleSet:
         # An empty Disallow allows everything; an empty Allow is ignored.
         lengths.discard(0)
         # Longest first, and Allow before Disallow of the same length (RFC 9309 §2.2.2).
+        # Each pattern once, whatever a file repeats.
         wildcards = sorted(
-            [(len(p), True, p) for p in _wildcards(allow)] + [(len(p), False, p) for p in _wildcards(disallow)],
+            {(len(p), True, p) for p in _wildcards(allow)} | {(len(p), False, p) for p in _wildcards(disallow)},
             reverse=True,
         )
         patterns = [p for _, _, p in wildcards]
