@@ -81,9 +81,8 @@ class Store(Protocol):
         """Reserve a start time (a ``time.time()`` value) for the next
         request to a paced origin, at least *spacing* seconds after every
         start reserved before it, by any worker, and no earlier than the
-        answer (a store whose answer came too late reserves again); None
-        when the downloader's own slot delay paces the origin (a store of
-        one process).
+        answer (a store whose answer came too late reserves again). None
+        from a store that does not pace: the downloader's slot delay must.
 
         The caller sleeps until that time and starts the request at once. A
         caller that wakes (or finds the request ready) more than *grace*
@@ -98,10 +97,12 @@ class Store(Protocol):
 
 class MemoryStore:
     """A bounded, least-recently-used map of origin states, sized by
-    ``ROBOTSTXT_MAX_ORIGINS`` (default 100,000)."""
+    ``ROBOTSTXT_MAX_ORIGINS`` (default 100,000), and of the next start
+    reserved for each paced origin, bounded alike."""
 
     def __init__(self, max_origins: int) -> None:
         self._states: OrderedDict[str, OriginState] = OrderedDict()
+        self._next_starts: OrderedDict[str, float] = OrderedDict()
         self._max_origins = max(1, max_origins)
 
     @classmethod
@@ -126,8 +127,17 @@ class MemoryStore:
     def claim(self, origin: str, seconds: float) -> bool:
         return True  # the middleware never runs two fetches of one origin
 
-    def reserve(self, origin: str, spacing: float) -> None:
-        return None  # in one process the downloader slot paces the origin
+    def reserve(self, origin: str, spacing: float) -> float:
+        start = max(time.time(), self._next_starts.get(origin, 0.0))
+        self.reserved_until(origin, start + spacing)
+        return start
+
+    def reserved_until(self, origin: str, next_start: float) -> None:
+        """Let the next turn here start no earlier than *next_start* (a
+        shared store notes its reservations, to pace alone from them)."""
+        self._next_starts[origin] = max(next_start, self._next_starts.pop(origin, 0.0))
+        if len(self._next_starts) > self._max_origins:
+            self._next_starts.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._states)
@@ -327,7 +337,7 @@ class RedisStore:
 
     def reserve(self, origin: str, spacing: float) -> MaybeAwaitable[float | None]:
         if self._down():
-            return None  # paced by this worker's own slot until Redis is back
+            return self._local.reserve(origin, spacing)  # this worker alone, until Redis is back
         return self._reserve_shared(origin, spacing)
 
     async def close(self) -> None:
@@ -374,9 +384,9 @@ class RedisStore:
             self._unreadable(origin, "lock", "a fetch lock without expiry, taken over", None)
         return claimed != 0  # None (Redis failed): fetch here
 
-    async def _reserve_shared(self, origin: str, spacing: float) -> float | None:
+    async def _reserve_shared(self, origin: str, spacing: float) -> float:
         if not self._clock_known and not await self._know_clock():
-            return None
+            return self._local.reserve(origin, spacing)
         horizon = max(60.0, self.RESERVED_TURNS * spacing)
         for _ in range(self.RESERVE_ATTEMPTS):
             # Ask for a start the answer can reach in time: one round trip
@@ -385,11 +395,12 @@ class RedisStore:
             sent = time.time()
             answer = await self._run("reserve", [self._key(origin, "next")], [repr(spacing), repr(lead), repr(horizon)])
             if answer is None:
-                return None
+                return self._local.reserve(origin, spacing)
             redis_start, redis_now, problem = answer
             if problem:
                 self._unreadable(origin, "next", problem.decode(errors="replace"), None)
             start = float(redis_start) - self._read_clock(sent, float(redis_now))
+            self._local.reserved_until(origin, start + spacing)  # should Redis fail
             if start >= time.time():
                 break
             # The answer came after the turn began: using it late would
