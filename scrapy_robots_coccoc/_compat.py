@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import scrapy
 from scrapy import signals as scrapy_signals
-from scrapy.core.downloader import Downloader, Slot
+from scrapy.core.downloader import Downloader
 from scrapy.core.engine import ExecutionEngine
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -26,10 +26,6 @@ if TYPE_CHECKING:
     from scrapy.signalmanager import SignalManager
 
 SCRAPY_VERSION = tuple(int(part) for part in re.findall(r"\d+", scrapy.__version__)[:2])
-
-#: Whether a downloader slot draws its delay with a ``jitter`` (2.19+)
-#: rather than the fixed ±50% of ``randomize_delay``.
-SLOT_JITTER = "jitter" in getattr(Slot, "__annotations__", {})
 
 #: Scrapy's ``robots_parsed`` signal (2.18+); None where Scrapy has none.
 ROBOTS_PARSED: object | None = getattr(scrapy_signals, "robots_parsed", None)
@@ -47,8 +43,6 @@ def check() -> None:
             ("ExecutionEngine.download or download_async", _has(ExecutionEngine, "download_async", "download")),
             ("ExecutionEngine._slot", "_slot" in ExecutionEngine.__init__.__code__.co_names),
             ("Downloader.active", "active" in Downloader.__init__.__code__.co_names),
-            ("Downloader.per_slot_settings", "per_slot_settings" in Downloader.__init__.__code__.co_names),
-            ("Downloader.slots", "slots" in Downloader.__init__.__code__.co_names),
             ("SitemapSpider._cbs", "_cbs" in SitemapSpider.__init__.__code__.co_names),
             ("SitemapSpider._parse_sitemap", _has(SitemapSpider, "_parse_sitemap")),
         )
@@ -95,41 +89,6 @@ def engine_closing(engine: ExecutionEngine | None) -> bool:
     """Whether the engine is stopping or closing the spider: requests waiting
     in our middleware should then leave rather than wait for their turn."""
     return engine is None or not engine.running or engine._slot is None or engine._slot.closing is not None
-
-
-def slot_settings(downloader: Downloader) -> dict[str, dict[str, Any]]:
-    """The downloader's own per-slot settings (a copy of ``DOWNLOAD_SLOTS``
-    it consults when it creates a slot)."""
-    return downloader.per_slot_settings
-
-
-def slot(downloader: Downloader, key: str) -> Slot | None:
-    """The live downloader slot of *key*, if it exists now."""
-    return downloader.slots.get(key)
-
-
-def slot_jitter(downloader: Downloader, project_slot: dict[str, Any]) -> float:
-    """The relative variation a slot's delay is drawn with: delay x (1 +/- jitter)."""
-    if SLOT_JITTER:
-        return float(project_slot.get("jitter", downloader._jitter))  # type: ignore[attr-defined]
-    return 0.5 if project_slot.get("randomize_delay", downloader.randomize_delay) else 0.0
-
-
-def slot_floor(floor: float, jitter: float) -> dict[str, Any]:
-    """Slot settings whose every drawn delay is at least *floor*, at most
-    *floor* x (1 + jitter) where the Scrapy version lets the jitter be set."""
-    if SLOT_JITTER:
-        return {"delay": floor * (1 + jitter / 2), "jitter": jitter / (2 + jitter)}
-    # Before 2.19 a randomized delay is drawn from 0.5x to 1.5x.
-    return {"delay": 2 * floor if jitter else floor, "randomize_delay": bool(jitter)}
-
-
-def apply_to_slot(live: Slot, settings: dict[str, Any]) -> None:
-    """Give a live slot the delay (and variation) of *settings*."""
-    live.delay = settings["delay"]
-    for name in ("jitter", "randomize_delay"):
-        if name in settings and hasattr(live, name):
-            setattr(live, name, settings[name])
 
 
 def sitemap_callbacks(spider: SitemapSpider) -> list[tuple[re.Pattern[str], Callable[..., Any]]]:

@@ -317,7 +317,8 @@ class OriginCoordinator:
         """*state* if the coordinator can use it; a store's garbage is None."""
         if state is None or (
             isinstance(state, OriginState)
-            and isinstance(state.expires_at, float)
+            and isinstance(state.expires_at, (int, float))
+            and not isinstance(state.expires_at, bool)
             and math.isfinite(state.expires_at)
         ):
             return state

@@ -1,155 +1,121 @@
-"""Crawl-delay as the download delay of each site's downloader slot, or, with
-a shared store, as start times reserved across all workers."""
+"""Crawl-delay: each origin's consecutive requests start at least its delay
+apart, whatever downloader slot Scrapy puts them in."""
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections import OrderedDict
+from datetime import datetime, timezone
+from datetime import time as clock
 from inspect import isawaitable
-from typing import TYPE_CHECKING, Any
-
-from scrapy import signals
-
-from . import _compat
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from scrapy import Request
-    from scrapy.core.downloader import Downloader
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
 
+    from ._robotstxt import RobotsTxt
     from .stores import Store
 
 logger = logging.getLogger(__name__)
 
 
 class CrawlDelays:
-    """Keeps every downloader slot that fetches from a site at least as slow
-    as that site's Crawl-delay (capped at ``ROBOTSTXT_MAX_CRAWL_DELAY``).
+    """Paces each origin (scheme, host, port) by the stricter of its
+    Crawl-delay and its Request-rate, capped at ``ROBOTSTXT_MAX_CRAWL_DELAY``.
 
-    The delay goes into the downloader's per-slot settings, so it survives
-    Scrapy's clean-up of idle slots, and onto the live slot; the project's
-    own settings are never touched. Random jitter is made one-sided (never
-    below the delay), after each response (where AutoThrottle adjusts
-    delays) the slot is lifted back to the floor if it went below, and a
-    refresh that lowers or removes the Crawl-delay gives the slot back the
-    project's own delay at once.
-
-    When the store paces origins itself (a store shared by several workers),
-    each request reserves its start time there instead, so that requests
-    from all workers together keep the Crawl-delay.
+    Every request of a paced origin reserves its start time, a per-origin
+    "next start" kept here, or in the store when the store shares it among
+    workers (:class:`~.stores.RedisStore`), and waits for it in the
+    middleware, parked: the wait holds no downloader place, and Scrapy's own
+    slot delays (``DOWNLOAD_DELAY``, ``DOWNLOAD_SLOTS``, jitter, AutoThrottle)
+    apply on top of it, untouched. A refresh that changes the delay paces the
+    next request by the new one.
     """
 
-    #: Added to shared reservations: a busy worker may send its request some
-    #: tens of milliseconds after the time it reserved.
-    SHARED_MARGIN = 0.1
-
     def __init__(self, crawler: Crawler, max_delay: float, store: Store, max_origins: int) -> None:
+        settings = crawler.settings
         self._crawler = crawler
         self._max_delay = max_delay
         self._store = store
         self._max_origins = max(1, max_origins)
-        # A deep copy: DOWNLOAD_SLOTS's nested dicts belong to the settings.
-        self._project_slots: dict[str, dict[str, Any]] = copy.deepcopy(crawler.settings.getdict("DOWNLOAD_SLOTS"))
-        self._project_delay = crawler.settings.getfloat("DOWNLOAD_DELAY")
-        # Slot key -> (floor, the slot settings that keep every draw above it).
-        self._floors: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
-        self._announced: OrderedDict[str, float] = OrderedDict()  # origin -> delay logged for it
-        crawler.signals.connect(self._after_response, signal=signals.response_downloaded)
+        # The project's slot delays, read once (never written): the most a
+        # slot can hold a request we release, whatever Scrapy's version
+        # draws (+/-50 % before DOWNLOAD_DELAY_JITTER existed).
+        self._slot_delays = {
+            key: float(slot.get("delay", 0)) for key, slot in settings.getdict("DOWNLOAD_SLOTS").items()
+        }
+        self._project_delay = settings.getfloat("DOWNLOAD_DELAY")
+        self._jitter = max(settings.getfloat("DOWNLOAD_DELAY_JITTER", 0.5), 0.5)
+        # Origin -> (its delay, the next start free in this process), least
+        # recently used first.
+        self._paced: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
-    def delay_for(self, crawl_delay: float | None) -> float:
-        """Return the delay a Crawl-delay asks for, capped; 0 for none."""
-        return 0.0 if crawl_delay is None else min(crawl_delay, self._max_delay)
+    def delay_for(self, robots: RobotsTxt, agent: str) -> tuple[float, float]:
+        """The delay *robots* asks of *agent* (Crawl-delay or the period of
+        one request of its Request-rate, the stricter), as written and capped."""
+        written = robots.crawl_delay(agent) or 0.0
+        rate = robots.request_rate(agent)
+        if rate is not None and rate.requests > 0 and _in_window(rate.start, rate.end):
+            written = max(written, rate.seconds / rate.requests)
+        return written, min(written, self._max_delay)
 
-    async def turn(self, request: Request, origin: str, crawl_delay: float | None) -> float:
-        """Make *request* honour the origin's Crawl-delay; return how many
-        seconds it must wait before it goes to the downloader (0 when its
-        slot's delay paces it)."""
-        delay = self.delay_for(crawl_delay)
-        if delay:
-            start = self._store.reserve(origin, delay + self.SHARED_MARGIN)
-            if isawaitable(start):
-                start = await start
-            if start is not None:
-                self._announce(origin, crawl_delay, delay)
-                return max(0.0, start - time.time())
-        if delay or self._floors:  # else there is no slot to pace or give back
-            self._pace_slot(request, origin, crawl_delay, delay)
-        return 0.0
+    async def turn(self, request: Request, origin: str, robots: RobotsTxt, agent: str) -> float:
+        """Reserve the next start of *request* to *origin*; return how many
+        seconds it must wait for it (0 for an origin that is not paced)."""
+        written, delay = self.delay_for(robots, agent)
+        known, next_start = self._paced.get(origin, (0.0, 0.0))
+        if delay != known:
+            self._announce(origin, written, delay)
+        if not delay:
+            self._paced.pop(origin, None)
+            return 0.0
+        least, most = self._slot_delay(request)
+        if least >= delay:
+            return 0.0  # the project's own slot delay is the stricter
+        # A released request may still wait for its slot's delay: the spacing
+        # covers it, so that transfers start the Crawl-delay apart.
+        spacing = delay + most
+        now = time.time()
+        start = self._store.reserve(origin, spacing)
+        if isawaitable(start):
+            start = await start
+        if start is None:  # the store does not pace: this process does
+            start = max(now, next_start)
+        self._paced[origin] = (delay, start + spacing)
+        self._paced.move_to_end(origin)
+        while len(self._paced) > self._max_origins:
+            self._paced.popitem(last=False)
+        return max(0.0, start - now)
 
-    def _pace_slot(self, request: Request, origin: str, crawl_delay: float | None, delay: float) -> None:
-        downloader = self._downloader
-        key = downloader.get_slot_key(request)
-        project = self._project_slots.get(key, {})
-        paced = delay > float(project.get("delay", self._project_delay))
-        current = self._floors.get(key)
-        if current is not None:
-            self._floors.move_to_end(key)
-        if (current[0] if current else 0.0) == (delay if paced else 0.0):
-            return
-        if paced:
-            floor = {**project, **_compat.slot_floor(delay, _compat.slot_jitter(downloader, project))}
-            self._floors[key] = (delay, floor)
-            self._set_slot(downloader, key, floor)
-            while len(self._floors) > self._max_origins:
-                self._restore(downloader, next(iter(self._floors)))
-        else:
-            self._restore(downloader, key)
-        self._announce(origin, crawl_delay, delay if paced else 0.0)
+    def _slot_delay(self, request: Request) -> tuple[float, float]:
+        """The least and the most the project's own delay may hold *request*
+        in its downloader slot after the previous one."""
+        if not (self._project_delay or self._slot_delays):
+            return 0.0, 0.0
+        engine = self._crawler.engine
+        assert engine is not None
+        delay = self._slot_delays.get(engine.downloader.get_slot_key(request), self._project_delay)
+        return delay * max(0.0, 1 - self._jitter), delay * (1 + self._jitter)
 
-    def _restore(self, downloader: Downloader, key: str) -> None:
-        """Give a slot back the project's own delay."""
-        del self._floors[key]
-        project = self._project_slots.get(key)
-        per_slot = _compat.slot_settings(downloader)
-        if project is None:
-            per_slot.pop(key, None)
-        else:
-            per_slot[key] = dict(project)
-        project = project or {}
-        delay = float(project.get("delay", self._project_delay))
-        live = _compat.slot(downloader, key)
-        if live is not None:
-            _compat.apply_to_slot(live, _compat.slot_floor(delay, _compat.slot_jitter(downloader, project)))
-
-    @staticmethod
-    def _set_slot(downloader: Downloader, key: str, settings: dict[str, Any]) -> None:
-        _compat.slot_settings(downloader)[key] = settings
-        live = _compat.slot(downloader, key)
-        if live is not None:
-            _compat.apply_to_slot(live, settings)
-
-    def _announce(self, origin: str, crawl_delay: float | None, delay: float) -> None:
-        if self._announced.get(origin, 0.0) == delay:
-            return
-        if origin not in self._announced:
+    def _announce(self, origin: str, written: float, delay: float) -> None:
+        if origin not in self._paced and delay:
             self._crawler.stats.inc_value("robotstxt/crawl_delay/sites")
-        self._announced[origin] = delay
-        self._announced.move_to_end(origin)
-        while len(self._announced) > self._max_origins:
-            self._announced.popitem(last=False)
-        capped = " (capped by ROBOTSTXT_MAX_CRAWL_DELAY)" if (crawl_delay or 0) > self._max_delay else ""
+        capped = " (capped by ROBOTSTXT_MAX_CRAWL_DELAY)" if written > self._max_delay else ""
         logger.info(
-            "Crawl-delay %s s of %s: requests start at least %s s apart%s",
-            crawl_delay,
+            "Crawl-delay of %s: requests start at least %s s apart%s",
             origin,
             delay,
             capped,
             extra={"spider": self._crawler.spider},
         )
 
-    @property
-    def _downloader(self) -> Downloader:
-        assert self._crawler.engine is not None
-        return self._crawler.engine.downloader
 
-    def _after_response(self, response: Response, request: Request, spider: object = None) -> None:
-        key = request.meta.get("download_slot")
-        floor = self._floors.get(key) if key is not None else None
-        if floor is None:
-            return
-        live = _compat.slot(self._downloader, key)
-        if live is not None and live.delay < floor[1]["delay"]:
-            _compat.apply_to_slot(live, floor[1])
+def _in_window(start: clock | None, end: clock | None) -> bool:
+    """Whether now (UTC, as the extended standard's times are) is within a
+    Request-rate's time window; no window is always."""
+    if start is None or end is None:
+        return True
+    now = datetime.now(timezone.utc).time()
+    return start <= now <= end if start <= end else now >= start or now <= end

@@ -126,7 +126,7 @@ class RobotsTxtMiddleware:
                 # sitemap mixin seeds a crawl this way): nothing to download.
                 raise RobotsTxtOnly(f"robots.txt of {origin} known; robotstxt_only request not downloaded")
             if self._delays is not None and state.robots is not None:
-                wait = await self._delays.turn(request, origin, state.robots.crawl_delay(self._crawl_agent))
+                wait = await self._delays.turn(request, origin, state.robots, self._crawl_agent)
                 if wait > 0:
                     from twisted.internet import reactor
 

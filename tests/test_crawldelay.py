@@ -105,3 +105,29 @@ async def test_a_refresh_that_removes_the_crawl_delay_takes_effect_at_once(sites
     gaps = site.gaps()
     assert gaps[0] >= 0.95  # paced first
     assert min(gaps[-3:]) < 0.3, gaps  # then not, once the refresh removed the delay
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_origins_of_one_host_are_paced_apart(sites):
+    from .sites import serve
+
+    # One host (one downloader slot), two ports: only one of them asks for a delay.
+    paced = serve(paced_site("User-agent: *\nCrawl-delay: 1\n"), "127.0.0.2")
+    free = serve(paced_site("User-agent: *\nDisallow: /nothing\n"), "127.0.0.2")
+    try:
+        urls = [paced.url(p) for p in PAGES[:3]] + [free.url(f"/f{i}") for i in range(6)]
+        crawler = await crawl({"DOWNLOAD_DELAY_JITTER": 0}, urls=urls, follow=False)
+    finally:
+        paced.port.stopListening()
+        free.port.stopListening()
+    assert len(crawler.spider.crawled) == 9
+    assert min(paced.gaps()) >= 0.95
+    assert max(free.gaps()) < 0.5  # not slowed by its neighbour's Crawl-delay
+
+
+@pytest_twisted.ensureDeferred
+async def test_request_rate_paces_when_stricter_than_crawl_delay(sites):
+    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.2\nRequest-rate: 1/1\n"))
+    crawler = await crawl({"DOWNLOAD_DELAY_JITTER": 0}, urls=[site.url(p) for p in PAGES[:3]], follow=False)
+    assert len(crawler.spider.crawled) == 3
+    assert min(site.gaps()) >= 0.95
