@@ -82,7 +82,7 @@ class Store(Protocol):
         request to a paced origin, at least *spacing* seconds after every
         start reserved before it, by any worker, and no earlier than the
         answer (a store whose answer came too late reserves again). None
-        from a store that does not pace: the downloader's slot delay must.
+        from a store that does not pace.
 
         The caller sleeps until that time and starts the request at once. A
         caller that wakes (or finds the request ready) more than *grace*
@@ -241,9 +241,8 @@ class RedisStore:
     or no reactor), else with the blocking client in a small thread pool of
     the store's own. A value read back that makes no sense is ignored, with
     one WARNING per origin and problem. Calls slower than
-    ``ROBOTSTXT_REDIS_SLOW_SECONDS`` (default 0.1) get one WARNING per crawl
-    once they have all been for a second: every new or paced origin waits
-    for Redis.
+    ``ROBOTSTXT_REDIS_SLOW_SECONDS`` (default 0.1), three in a row, get one
+    WARNING per crawl: every new or paced origin waits for Redis.
     """
 
     RETRY_SECONDS = 5.0
@@ -257,9 +256,9 @@ class RedisStore:
     CLOCK_SAMPLE = 32
     #: At most this many readings of Redis's clock before the first reservation.
     CLOCK_READINGS = 5
-    #: Redis is slow when this many calls in a row, over this many seconds,
-    #: each took longer than ``ROBOTSTXT_REDIS_SLOW_SECONDS``.
-    SLOW_CALLS, SLOW_SPAN = 5, 1.0
+    #: Redis is slow when this many calls, each made after the last one
+    #: ended, took longer than ``ROBOTSTXT_REDIS_SLOW_SECONDS``.
+    SLOW_IN_A_ROW = 3
     #: Origins whose unreadable values were reported (bounds that memory).
     WARNED_ORIGINS = 10_000
 
@@ -291,8 +290,8 @@ class RedisStore:
         # (round trip, Redis's clock - ours) of the last clock readings.
         self._clock: deque[tuple[float, float]] = deque(maxlen=self.CLOCK_SAMPLE)
         self._clock_known = False
-        self._slow_calls = 0  # calls in a row slower than slow_seconds
-        self._slow_since = 0.0  # when the first of them ended
+        self._slow_in_a_row = 0  # slow calls, each made after the last ended
+        self._slow_until = 0.0  # when the last of them ended
         self._warned_slow = False
         self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
 
@@ -448,35 +447,34 @@ class RedisStore:
                 logger.warning("Redis store unreachable (%s): going on with this worker's own store", exc)
             self._down_until = time.time() + self.RETRY_SECONDS
             return None
-        self._timed(time.monotonic() - began)
+        self._timed(began, time.monotonic())
         if self._down_until:
             logger.warning("Redis store reachable again: sharing robots.txt state with the other workers")
             self._down_until = 0.0
         return answer
 
-    def _timed(self, seconds: float) -> None:
-        """Track how long calls take; warn once when every call has been
-        slow for a while (a stall of this process makes the calls it holds
-        up slow, but not those that follow)."""
+    def _timed(self, began: float, ended: float) -> None:
+        """Track how long calls take; warn once when calls made one after
+        the other were all slow (a stall of this process slows the calls
+        it holds up, but not the ones made after it)."""
+        seconds = ended - began
         self._round_trip = 0.8 * self._round_trip + 0.2 * seconds if self._round_trip else seconds
         if seconds <= self._slow_seconds:
-            self._slow_calls = 0
+            self._slow_in_a_row, self._slow_until = 0, 0.0
             return
-        now = time.monotonic()
-        if not self._slow_calls:
-            self._slow_since = now
-        self._slow_calls += 1
-        if self._warned_slow or self._slow_calls < self.SLOW_CALLS or now - self._slow_since < self.SLOW_SPAN:
-            return
-        self._warned_slow = True
-        logger.warning(
-            "Redis store is slow: its last %d calls (%.1f s) each took over ROBOTSTXT_REDIS_SLOW_SECONDS = %s s "
-            "(%.3f s on average); requests of new and paced origins wait for it",
-            self._slow_calls,
-            now - self._slow_since,
-            self._slow_seconds,
-            self._round_trip,
-        )
+        if began < self._slow_until:
+            return  # made while the last slow one was under way: one of a batch
+        self._slow_in_a_row += 1
+        self._slow_until = ended
+        if self._slow_in_a_row == self.SLOW_IN_A_ROW and not self._warned_slow:
+            self._warned_slow = True
+            logger.warning(
+                "Redis store is slow: %d calls in a row took over ROBOTSTXT_REDIS_SLOW_SECONDS = %s s "
+                "(%.3f s on average); requests of new and paced origins wait for it",
+                self.SLOW_IN_A_ROW,
+                self._slow_seconds,
+                self._round_trip,
+            )
 
     def _unreadable(self, origin: str, kind: str, problem: str, local: OriginState | None) -> OriginState | None:
         """Report a stored value that makes no sense (once per origin and
