@@ -93,7 +93,7 @@ def engine_closing(engine: ExecutionEngine | None) -> bool:
 
 def sitemap_callbacks(spider: SitemapSpider) -> list[tuple[re.Pattern[str], Callable[..., Any]]]:
     """``SitemapSpider``'s compiled ``sitemap_rules``."""
-    return spider._cbs  # type: ignore[return-value]
+    return spider._cbs
 
 
 def sitemap_parser(spider: SitemapSpider) -> Callable[[Response], Iterable[Any]]:

@@ -11,11 +11,14 @@ from datetime import time as clock
 from inspect import isawaitable
 from typing import TYPE_CHECKING
 
+from twisted.internet.task import deferLater
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
     from ._robotstxt import RobotsTxt
+    from .parking import Parking
     from .stores import Store
 
 logger = logging.getLogger(__name__)
@@ -25,20 +28,26 @@ class CrawlDelays:
     """Paces each origin (scheme, host, port) by the stricter of its
     Crawl-delay and its Request-rate, capped at ``ROBOTSTXT_MAX_CRAWL_DELAY``.
 
-    Every request of a paced origin reserves its start time, a per-origin
-    "next start" kept here, or in the store when the store shares it among
-    workers (:class:`~.stores.RedisStore`), and waits for it in the
-    middleware, parked: the wait holds no downloader place, and Scrapy's own
+    Every request of a paced origin reserves its start time in the store (a
+    per-origin "next start", in this process for :class:`~.stores.MemoryStore`,
+    shared by all workers for :class:`~.stores.RedisStore`) and waits for it,
+    parked: the wait holds no downloader place, and Scrapy's own
     slot delays (``DOWNLOAD_DELAY``, ``DOWNLOAD_SLOTS``, jitter, AutoThrottle)
     apply on top of it, untouched. A refresh that changes the delay paces the
     next request by the new one.
     """
 
-    def __init__(self, crawler: Crawler, max_delay: float, store: Store, max_origins: int) -> None:
+    #: A turn is used at most this share of the delay late (see :meth:`.Store.reserve`).
+    GRACE = 0.05
+
+    def __init__(
+        self, crawler: Crawler, max_delay: float, store: Store, parking: Parking, max_origins: int
+    ) -> None:
         settings = crawler.settings
         self._crawler = crawler
         self._max_delay = max_delay
         self._store = store
+        self._parking = parking
         self._max_origins = max(1, max_origins)
         # The project's slot delays, read once (never written): the most a
         # slot can hold a request we release, whatever Scrapy's version
@@ -48,9 +57,7 @@ class CrawlDelays:
         }
         self._project_delay = settings.getfloat("DOWNLOAD_DELAY")
         self._jitter = max(settings.getfloat("DOWNLOAD_DELAY_JITTER", 0.5), 0.5)
-        # Origin -> (its delay, the next start free in this process), least
-        # recently used first.
-        self._paced: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._announced: OrderedDict[str, float] = OrderedDict()  # origin -> delay logged for it
 
     def delay_for(self, robots: RobotsTxt, agent: str) -> tuple[float, float]:
         """The delay *robots* asks of *agent* (Crawl-delay or the period of
@@ -61,33 +68,36 @@ class CrawlDelays:
             written = max(written, rate.seconds / rate.requests)
         return written, min(written, self._max_delay)
 
-    async def turn(self, request: Request, origin: str, robots: RobotsTxt, agent: str) -> float:
-        """Reserve the next start of *request* to *origin*; return how many
-        seconds it must wait for it (0 for an origin that is not paced)."""
+    async def wait_turn(self, request: Request, origin: str, robots: RobotsTxt, agent: str) -> None:
+        """Wait, parked, until *request* may start: its origin's previous
+        request started at least the delay before (nothing for an origin
+        that is not paced)."""
         written, delay = self.delay_for(robots, agent)
-        known, next_start = self._paced.get(origin, (0.0, 0.0))
-        if delay != known:
+        if delay != self._announced.get(origin, 0.0):
             self._announce(origin, written, delay)
-        if not delay:
-            self._paced.pop(origin, None)
-            return 0.0
         least, most = self._slot_delay(request)
         if least >= delay:
-            return 0.0  # the project's own slot delay is the stricter
+            return  # no delay, or the project's own slot delay is the stricter
         # A released request may still wait for its slot's delay: the spacing
         # covers it, so that transfers start the Crawl-delay apart.
         spacing = delay + most
-        now = time.time()
-        start = self._store.reserve(origin, spacing)
-        if isawaitable(start):
-            start = await start
-        if start is None:  # the store does not pace: this process does
-            start = max(now, next_start)
-        self._paced[origin] = (delay, start + spacing)
-        self._paced.move_to_end(origin)
-        while len(self._paced) > self._max_origins:
-            self._paced.popitem(last=False)
-        return max(0.0, start - now)
+        grace = self.GRACE * delay
+        while True:
+            start = self._store.reserve(origin, spacing)
+            if isawaitable(start):
+                start = await start
+            if start is None:
+                return  # a store that does not pace
+            wait = start - time.time()
+            if wait > 0:
+                from twisted.internet import reactor
+
+                await self._parking.wait(request, deferLater(reactor, wait))
+            if time.time() - start <= grace:
+                return
+            # Woken too late (a stalled reactor, a slow store): a turn used
+            # late would squeeze the next one, so take a new one.
+            self._crawler.stats.inc_value("robotstxt/crawl_delay/late_turns")
 
     def _slot_delay(self, request: Request) -> tuple[float, float]:
         """The least and the most the project's own delay may hold *request*
@@ -100,8 +110,12 @@ class CrawlDelays:
         return delay * max(0.0, 1 - self._jitter), delay * (1 + self._jitter)
 
     def _announce(self, origin: str, written: float, delay: float) -> None:
-        if origin not in self._paced and delay:
+        if origin not in self._announced and delay:
             self._crawler.stats.inc_value("robotstxt/crawl_delay/sites")
+        self._announced[origin] = delay
+        self._announced.move_to_end(origin)
+        while len(self._announced) > self._max_origins:
+            self._announced.popitem(last=False)
         capped = " (capped by ROBOTSTXT_MAX_CRAWL_DELAY)" if written > self._max_delay else ""
         logger.info(
             "Crawl-delay of %s: requests start at least %s s apart%s",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from scrapy import Request, signals
-from scrapy.exceptions import IgnoreRequest, StopDownload
+from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
 from scrapy.http import Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.misc import load_object
@@ -283,6 +283,8 @@ class RobotsTxtBodyMiddleware:
     """
 
     def __init__(self, crawler: Crawler) -> None:
+        if not crawler.settings.getbool("ROBOTSTXT_OBEY"):
+            raise NotConfigured
         self._stats = crawler.stats
 
     @classmethod

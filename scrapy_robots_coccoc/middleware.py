@@ -16,7 +16,6 @@ from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.python import to_unicode
-from twisted.internet.task import deferLater
 
 from . import _compat
 from .coordinator import OriginCoordinator
@@ -76,7 +75,7 @@ class RobotsTxtMiddleware:
         concurrency = settings.getint("CONCURRENT_REQUESTS")
         self._parking = Parking(crawler, settings.getint("ROBOTSTXT_MAX_PARKED_REQUESTS", max(100, 10 * concurrency)))
         self._delays = (
-            CrawlDelays(crawler, settings.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY", 10), store, max_origins)
+            CrawlDelays(crawler, settings.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY", 10), store, self._parking, max_origins)
             if settings.getbool("ROBOTSTXT_CRAWL_DELAY_ENABLED", True)
             else None
         )
@@ -117,20 +116,16 @@ class RobotsTxtMiddleware:
             return None
         try:
             origin = self._origin_of(request)
-            state = self._origins.known(origin, request) or await self._parking.wait(
-                request, self._origins.waiter(origin, request)
-            )
+            state = self._origins.known(origin, request)
+            if state is None:
+                state = await self._parking.wait(request, self._origins.waiter(origin, request))
             self._decide(request, origin, state)
             if request.meta.get("robotstxt_only"):
                 # The request only wanted the origin's robots.txt known (the
                 # sitemap mixin seeds a crawl this way): nothing to download.
                 raise RobotsTxtOnly(f"robots.txt of {origin} known; robotstxt_only request not downloaded")
             if self._delays is not None and state.robots is not None:
-                wait = await self._delays.turn(request, origin, state.robots, self._crawl_agent)
-                if wait > 0:
-                    from twisted.internet import reactor
-
-                    await self._parking.wait(request, deferLater(reactor, wait))
+                await self._delays.wait_turn(request, origin, state.robots, self._crawl_agent)
         except SpiderClosing:
             # Back to the scheduler: a persistent one keeps it for the next run.
             self._stats.inc_value("robotstxt/rescheduled_on_close")

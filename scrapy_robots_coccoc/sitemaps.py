@@ -118,7 +118,8 @@ class RobotsSitemapMixin(_MixinBase):
     def _robots_seeded(self, response: Response, origin: str) -> None:
         """Without our middleware, the seed request downloads robots.txt
         itself: take its sitemaps from the body."""
-        self._take_sitemaps(origin, sitemap_urls_from_robots(response.body, base_url=response.url))
+        text = response.body.decode("utf-8", "replace")  # Scrapy 2.13 takes str only
+        self._take_sitemaps(origin, sitemap_urls_from_robots(text, base_url=response.url))
 
     def _robots_seed_failed(self, failure: Failure) -> None:
         """Our middleware ends a seed request with ``RobotsTxtOnly`` once the

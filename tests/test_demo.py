@@ -24,6 +24,6 @@ def test_demo_crawls_the_embedded_site_and_reports():
     assert rows["images"].split()[1] == "5"  # images 1-5 (6 is private; 7-8 only in the sitemap)
     for rule in ("Disallow: /cart (line 10)", "Disallow: /*?sort= (line 14)", "Disallow: /img/private/ (line 3)"):
         assert rule in out
-    assert re.search(r"127\.0\.0\.2:\d+: Crawl-delay 0\.5 s: requests 0\.5 s apart", out)
+    assert re.search(r"127\.0\.0\.2:\d+: Crawl-delay: requests 0\.5 s apart", out)
     assert re.search(r"127\.0\.0\.3:\d+: no Crawl-delay", out)
     assert re.search(r"/sitemap_index\.xml\n  sitemap spider: 1 scheduled from robots.txt, 1 robots.txt fetched", out)

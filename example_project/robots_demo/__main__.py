@@ -48,8 +48,8 @@ class ReportHandler(logging.Handler):
             origin, error, _ = record.args
             self.report.unavailable[origin] = str(error)
         elif record.msg.startswith("Crawl-delay"):
-            crawl_delay, origin, floor, capped = record.args
-            self.report.delays[origin] = f"Crawl-delay {crawl_delay} s: requests {floor} s apart{capped}"
+            origin, delay, capped = record.args
+            self.report.delays[origin] = f"Crawl-delay: requests {delay} s apart{capped}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     from scrapy.utils.reactor import install_reactor
     from twisted.internet.task import LoopingCall
 
-    from scrapy_robots_coccoc.middleware import origin_of
+    from scrapy_robots_coccoc.origins import origin_of
+    from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 
     settings = get_project_settings()
     install_reactor(settings["TWISTED_REACTOR"])  # before the demo site starts listening
@@ -92,10 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     for name in SPIDERS:
         crawler = process.create_crawler(name)
 
-        def parsed(robotparser, request, **kwargs) -> None:
-            report.robots[origin_of(request)] = list(robotparser.sitemaps)
+        def crawled(response, request, **kwargs) -> None:
+            report.robots.setdefault(origin_of(request), [])
 
-        crawler.signals.connect(parsed, signal=signals.robots_parsed, weak=False)
+        def sitemaps_found(origin, sitemaps, **kwargs) -> None:
+            report.robots[origin] = list(sitemaps)
+
+        # Our own signal: Scrapy's robots_parsed exists only from Scrapy 2.18.
+        crawler.signals.connect(crawled, signal=signals.response_received, weak=False)
+        crawler.signals.connect(sitemaps_found, signal=robotstxt_sitemaps_found, weak=False)
         process.crawl(crawler, site=site)
         crawlers.append(crawler)
 
