@@ -149,13 +149,13 @@ OUTCOMES = {b"rules": (True, False), b"unrestricted": (False, False), b"unavaila
 # The Lua scripts below read nothing they did not check: another version, a
 # bug or a hand in redis-cli may have left anything under our keys.
 SCRIPTS = {
-    # An origin's state hash as a flat list; nil when absent; the key's type
-    # when it is not a hash.
+    # Redis's clock (seconds, microseconds), the key's type and, for a
+    # hash, the origin's state as a flat list.
     "read": """
+local t = redis.call('TIME')
 local kind = redis.call('TYPE', KEYS[1]).ok
-if kind == 'none' then return false end
-if kind ~= 'hash' then return kind end
-return redis.call('HGETALL', KEYS[1])
+if kind ~= 'hash' then return {t[1], t[2], kind} end
+return {t[1], t[2], kind, redis.call('HGETALL', KEYS[1])}
 """,
     # Replace the state (whatever type the key had) and drop the fetch lock.
     "store": """
@@ -168,26 +168,31 @@ return 1
     # Claim the origin's fetch (1) unless a readable, fresh state is stored
     # (a peer may have stored it between our look and our claim) or a peer
     # holds the lock (0). A lock without expiry is taken over (2); one longer
-    # than ours is cut to ours, so that every lock ends.
+    # than ours is cut to ours, so that every lock ends. Returns {that,
+    # Redis's clock (seconds, microseconds)}.
     # ARGV: now, lock milliseconds, the longest believable lifetime.
     "claim": """
-local now = tonumber(ARGV[1])
-if redis.call('TYPE', KEYS[1]).ok == 'hash' then
-  local f = redis.call('HMGET', KEYS[1], 'outcome', 'expires_at', 'body')
-  local expires = tonumber(f[2])
-  if (f[1] == 'rules' or f[1] == 'unrestricted' or f[1] == 'unavailable') and f[3]
-      and expires and expires > now and expires <= now + tonumber(ARGV[3]) then
-    return 0
+local t = redis.call('TIME')
+local function claim()
+  local now = tonumber(ARGV[1])
+  if redis.call('TYPE', KEYS[1]).ok == 'hash' then
+    local f = redis.call('HMGET', KEYS[1], 'outcome', 'expires_at', 'body')
+    local expires = tonumber(f[2])
+    if (f[1] == 'rules' or f[1] == 'unrestricted' or f[1] == 'unavailable') and f[3]
+        and expires and expires > now and expires <= now + tonumber(ARGV[3]) then
+      return 0
+    end
   end
+  if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 1 end
+  local ttl = redis.call('PTTL', KEYS[2])
+  if ttl == -1 then
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+    return 2
+  end
+  if ttl > tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+  return 0
 end
-if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 1 end
-local ttl = redis.call('PTTL', KEYS[2])
-if ttl == -1 then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-  return 2
-end
-if ttl > tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
-return 0
+return {claim(), t[1], t[2]}
 """,
     # Reserve the next start of a paced origin on Redis's clock, so that
     # workers on different machines agree: no earlier than *lead* seconds
@@ -344,14 +349,19 @@ class RedisStore:
         await self._redis.close()
 
     async def _get_shared(self, origin: str, local: OriginState | None) -> OriginState | None:
+        sent = time.time()
         answer = await self._run("read", [self._key(origin, "state")], [])
         if answer is None:
             return local
-        if not isinstance(answer, list):
+        seconds, microseconds, kind, *found = answer
+        self._read_clock(sent, int(seconds) + int(microseconds) / 1e6)
+        if kind == b"none":
+            return local
+        if not found:
             return self._unreadable(
-                origin, "type", f"the state is a Redis {answer.decode(errors='replace')}, not a hash; ignored", local
+                origin, "type", f"the state is a Redis {kind.decode(errors='replace')}, not a hash; ignored", local
             )
-        fields = dict(zip(answer[::2], answer[1::2], strict=True))
+        fields = dict(zip(found[0][::2], found[0][1::2], strict=True))
         outcome = OUTCOMES.get(fields.get(b"outcome"))  # type: ignore[arg-type]
         if outcome is None:
             return self._unreadable(origin, "outcome", f"outcome {fields.get(b'outcome')!r}; ignored", local)
@@ -378,19 +388,24 @@ class RedisStore:
 
     async def _claim_shared(self, origin: str, seconds: float) -> bool:
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]
-        claimed = await self._run("claim", keys, [repr(time.time()), max(1, int(seconds * 1000)), repr(self._max_age)])
+        sent = time.time()
+        answer = await self._run("claim", keys, [repr(sent), max(1, int(seconds * 1000)), repr(self._max_age)])
+        if answer is None:
+            return True  # Redis failed: fetch here
+        claimed, redis_seconds, redis_microseconds = answer
+        self._read_clock(sent, int(redis_seconds) + int(redis_microseconds) / 1e6)
         if claimed == 2:
             self._unreadable(origin, "lock", "a fetch lock without expiry, taken over", None)
-        return claimed != 0  # None (Redis failed): fetch here
+        return claimed != 0
 
     async def _reserve_shared(self, origin: str, spacing: float) -> float:
         if not self._clock_known and not await self._know_clock():
             return self._local.reserve(origin, spacing)
         horizon = max(60.0, self.RESERVED_TURNS * spacing)
         for _ in range(self.RESERVE_ATTEMPTS):
-            # Ask for a start the answer can reach in time: one round trip
-            # and a half (its way back with room to spare), plus 5 ms.
-            lead = min(1.5 * self._round_trip + 0.005, 1.0)
+            # Ask for a start the answer can reach in time: its way back
+            # (half a round trip) with as much again to spare, plus 5 ms.
+            lead = min(self._round_trip + 0.005, 1.0)
             sent = time.time()
             answer = await self._run("reserve", [self._key(origin, "next")], [repr(spacing), repr(lead), repr(horizon)])
             if answer is None:
@@ -407,18 +422,19 @@ class RedisStore:
         return start
 
     async def _know_clock(self) -> bool:
-        """Read Redis's clock until the two fastest readings agree (the
-        first ones may wait for new connections); False if Redis fails."""
+        """Read Redis's clock (every answer of ``read`` and ``claim`` did
+        too) until the two fastest readings agree: the first ones may wait
+        for new connections. False if Redis fails."""
         for _ in range(self.CLOCK_READINGS):
-            sent = time.time()
-            reading = await self._run("clock", [], [])
-            if reading is None:
-                return False
-            self._read_clock(sent, float(reading[0]) + float(reading[1]) / 1e6)
             if len(self._clock) > 1:
                 (fastest, _), (second, _) = sorted(self._clock)[:2]
                 if second <= 1.2 * fastest + 0.001:
                     break
+            sent = time.time()
+            reading = await self._run("clock", [], [])
+            if reading is None:
+                return False
+            self._read_clock(sent, int(reading[0]) + int(reading[1]) / 1e6)
         self._clock_known = True
         return True
 

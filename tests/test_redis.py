@@ -410,30 +410,49 @@ async def test_three_workers_keep_crawl_delay_exactly_with_slow_responses_and_a_
 
 
 def latency_sites(count: int) -> list[LoopbackSite]:
-    return [site("User-agent: *\nCrawl-delay: 0.2\n", 12) for _ in range(count)]
+    return [site("User-agent: *\nCrawl-delay: 0.2\n", 20) for _ in range(count)]
+
+
+class ProbedSpider(RecordingSpider):
+    """Probes the reactor from the first request until the spider is idle
+    (Scrapy's own start-up and close are not ours to measure)."""
+
+    lag = None
+
+    async def start(self):
+        from scrapy import signals
+
+        probe = LagProbe().start()
+
+        def idle() -> None:
+            if self.lag is None:
+                self.lag = probe.stop()
+
+        self.crawler.signals.connect(idle, signal=signals.spider_idle, weak=False)
+        async for request in super().start():
+            yield request
 
 
 @pytest.mark.xfail(
-    reason="the pacing caller does not give up a turn it uses late yet (Store.reserve): the first request "
-    "after robots.txt starts 0.1-0.3 s after its reserved time and squeezes the next one",
+    reason="throughput is at 0.75-0.85x on this short crawl: a new origin costs about five round trips "
+    "(get, claim, an awaited set, reserve) before its pace is reached",
     strict=False,
 )
 @pytest_twisted.ensureDeferred
 async def test_redis_100_ms_away_costs_little_throughput_and_never_stalls_the_reactor(sites, redis_server, caplog):
     """Crawl-delay 0.2 on every site, so that every request asks Redis."""
-    durations = {}
+    durations, lags = {}, {}
     for name, delay in (("direct", 0.0), ("proxied", 0.05)):
         redis_server.client.flushall()
         started = sites(*latency_sites(4))
         with LatencyProxy(redis_server.port, delay) as proxy:
             settings = {"ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore", "REDIS_URL": proxy.url()}
-            probe = LagProbe().start()
             began = time.monotonic()
-            crawler = await crawl(settings, urls=[s.url("/") for s in started])
+            crawler = await crawl(settings, spider=ProbedSpider, urls=[s.url("/") for s in started])
             durations[name] = time.monotonic() - began
-            lag = probe.stop()
-        assert len(crawler.spider.crawled) == 4 * 12
+            lags[name] = crawler.spider.lag
+        assert len(crawler.spider.crawled) == 4 * 20
         assert all(min(s.gaps()) >= 0.19 for s in started), (name, [s.gaps() for s in started])
-    assert lag < 0.1
+    assert lags["proxied"] < 0.1, lags
     assert durations["direct"] / durations["proxied"] >= 0.8, durations
     assert len(warnings_of(caplog, "Redis store is slow")) == 1
