@@ -28,6 +28,8 @@ from .signals import robotstxt_sitemaps_found
 from .stores import OriginState
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from scrapy import Request
     from scrapy.crawler import Crawler
 
@@ -189,7 +191,10 @@ class OriginCoordinator:
         state = self._state_after(origin, outcome, stale)
         # None: the rules of a kept state are those the store already holds.
         body = outcome.body if isinstance(outcome, Rules) else None if state.robots is not None else b""
-        await self._call_store("set", None, origin, state, body)
+        # Not awaited: the waiters need not wait for a shared store's round
+        # trip (a store keeps what it was given at once, as MemoryStore and
+        # RedisStore's local copy do).
+        self._call_store_later("set", origin, state, body)
         if isinstance(outcome, Rules):
             await self._parsed(origin, outcome, request)
         self._announce(origin, state, request)
@@ -287,13 +292,32 @@ class OriginCoordinator:
         try:
             result = getattr(self._store, method)(*args)
             if isawaitable(result):
-                from twisted.internet import reactor
-
-                bounded = deferred_from_coro(result).addTimeout(self._store_seconds, reactor)
-                result = await maybe_deferred_to_future(bounded)
+                result = await self._bounded(result)
         except Exception as exc:
             return self._store_failed(method, args[0], exc, default)
         return self._readable(args[0], result) if method == "get" else result
+
+    def _call_store_later(self, method: str, *args: Any) -> None:
+        """Call the store now, and let an asynchronous answer come later."""
+        try:
+            result = getattr(self._store, method)(*args)
+        except Exception as exc:
+            self._store_failed(method, args[0], exc, None)
+            return
+        if isawaitable(result):
+            deferred_from_coro(self._call_later_answer(method, args[0], result))
+
+    async def _call_later_answer(self, method: str, origin: str, answer: Awaitable[Any]) -> None:
+        try:
+            await self._bounded(answer)
+        except Exception as exc:
+            self._store_failed(method, origin, exc, None)
+
+    async def _bounded(self, answer: Awaitable[Any]) -> Any:
+        """A store's answer, awaited for at most ``ROBOTSTXT_STORE_TIMEOUT``."""
+        from twisted.internet import reactor
+
+        return await maybe_deferred_to_future(deferred_from_coro(answer).addTimeout(self._store_seconds, reactor))
 
     def _checked(self, method: str, call: Any, origin: str) -> OriginState | None:
         """A synchronous read of the store, with the same guards."""
@@ -330,8 +354,6 @@ class OriginCoordinator:
         )
         return None
 
-    def _call_store_later(self, method: str, *args: Any) -> None:
-        deferred_from_coro(self._call_store(method, None, *args))
 
 
 def absolute(base: str, urls: list[str]) -> list[str]:

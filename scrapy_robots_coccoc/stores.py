@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: What an OriginState and its entry in the map take, the rules aside.
+_STATE_BYTES = 200
+
 T = TypeVar("T")
 #: What a store method returns: its answer, or an awaitable of it.
 MaybeAwaitable: TypeAlias = T | Awaitable[T]
@@ -70,8 +73,9 @@ class Store(Protocol):
     def get(self, origin: str) -> MaybeAwaitable[OriginState | None]:
         """The origin's state, fresh or stale; None if unknown."""
 
-    def set(self, origin: str, state: OriginState, body: bytes) -> MaybeAwaitable[None]:
-        """Keep a fetch's outcome; *body* is the robots.txt read (b"" without rules)."""
+    def set(self, origin: str, state: OriginState, body: bytes | None) -> MaybeAwaitable[None]:
+        """Keep a fetch's outcome; *body* is the robots.txt read (b"" without
+        rules; None when a failed refresh keeps the rules already stored)."""
 
     def claim(self, origin: str, seconds: float) -> MaybeAwaitable[bool]:
         """Whether this process should fetch the origin's robots.txt now:
@@ -96,33 +100,52 @@ class Store(Protocol):
 
 
 class MemoryStore:
-    """A bounded, least-recently-used map of origin states, sized by
-    ``ROBOTSTXT_MAX_ORIGINS`` (default 100,000), and of the next start
-    reserved for each paced origin, bounded alike."""
+    """A bounded, least-recently-used map of origin states, and of the next
+    start reserved for each paced origin.
 
-    def __init__(self, max_origins: int) -> None:
-        self._states: OrderedDict[str, OriginState] = OrderedDict()
+    Bounded twice, whichever is reached first evicting the least recently
+    used origin: ``ROBOTSTXT_MAX_ORIGINS`` origins (default 100,000) and
+    ``ROBOTSTXT_MAX_ORIGINS_MB`` megabytes of parsed rules (default 512,
+    what 100,000 typical origins need; a site's 480 KiB robots.txt counts
+    for what it holds). Only what a decision needs is kept, not the text.
+    An origin whose fetch is running is safe from eviction: the middleware
+    holds the state it refreshes, and stores the new one when it comes.
+    """
+
+    def __init__(self, max_origins: int, max_bytes: int = 512 * 2**20) -> None:
+        self._states: OrderedDict[str, tuple[OriginState, int]] = OrderedDict()
         self._next_starts: OrderedDict[str, float] = OrderedDict()
         self._max_origins = max(1, max_origins)
+        self._max_bytes = max_bytes
+        self.nbytes = 0  # the bytes the states held are reckoned to take
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler.settings.getint("ROBOTSTXT_MAX_ORIGINS", 100_000))
+        settings = crawler.settings
+        return cls(
+            settings.getint("ROBOTSTXT_MAX_ORIGINS", 100_000),
+            int(settings.getfloat("ROBOTSTXT_MAX_ORIGINS_MB", 512) * 2**20),
+        )
 
     def get(self, origin: str) -> OriginState | None:
-        state = self._states.get(origin)
-        if state is not None:
-            self._states.move_to_end(origin)
-        return state
+        held = self._states.get(origin)
+        if held is None:
+            return None
+        self._states.move_to_end(origin)
+        return held[0]
 
     #: All a memory store knows, it knows without I/O.
     peek = get
 
-    def set(self, origin: str, state: OriginState, body: bytes = b"") -> None:
-        self._states[origin] = state
-        self._states.move_to_end(origin)
-        while len(self._states) > self._max_origins:
-            self._states.popitem(last=False)
+    def set(self, origin: str, state: OriginState, body: bytes | None = b"") -> None:
+        old = self._states.pop(origin, None)
+        if old is not None:
+            self.nbytes -= old[1]
+        size = _STATE_BYTES + len(origin) + (state.robots.footprint() if state.robots is not None else 0)
+        self._states[origin] = (state, size)
+        self.nbytes += size
+        while len(self._states) > self._max_origins or (self.nbytes > self._max_bytes and len(self._states) > 1):
+            self.nbytes -= self._states.popitem(last=False)[1][1]
 
     def claim(self, origin: str, seconds: float) -> bool:
         return True  # the middleware never runs two fetches of one origin
@@ -163,6 +186,15 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'outcome', ARGV[1], 'body', ARGV[2], 'expires_at', ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('DEL', KEYS[2])
+return 1
+""",
+    # A failed refresh keeps the stored rules: only the expiry moves (and
+    # the fetch lock goes). Nothing stored: nothing to keep.
+    "keep": """
+redis.call('DEL', KEYS[2])
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
+redis.call('HSET', KEYS[1], 'expires_at', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
 """,
     # Claim the origin's fetch (1) unless a readable, fresh state is stored
@@ -328,7 +360,7 @@ class RedisStore:
             return local
         return self._get_shared(origin, local)
 
-    def set(self, origin: str, state: OriginState, body: bytes = b"") -> MaybeAwaitable[None]:
+    def set(self, origin: str, state: OriginState, body: bytes | None = b"") -> MaybeAwaitable[None]:
         self._local.set(origin, state)
         if self._down():
             return None
@@ -378,13 +410,16 @@ class RedisStore:
         self._local.set(origin, state)
         return state
 
-    async def _set_shared(self, origin: str, state: OriginState, body: bytes) -> None:
-        outcome = "unavailable" if state.unavailable else "rules" if state.robots is not None else "unrestricted"
+    async def _set_shared(self, origin: str, state: OriginState, body: bytes | None) -> None:
         # Kept past expiry, so that workers refresh while deciding by it; a
         # nonsensical expiry is kept no longer than a believable one.
-        lifetime = min(max(1.0, state.expires_at - time.time()), self._max_age)
+        ttl = math.ceil(min(max(1.0, state.expires_at - time.time()), self._max_age) * 2)
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]
-        await self._run("store", keys, [outcome, body, repr(state.expires_at), math.ceil(lifetime * 2)])
+        if body is None:
+            await self._run("keep", keys, [repr(state.expires_at), ttl])
+            return
+        outcome = "unavailable" if state.unavailable else "rules" if state.robots is not None else "unrestricted"
+        await self._run("store", keys, [outcome, body, repr(state.expires_at), ttl])
 
     async def _claim_shared(self, origin: str, seconds: float) -> bool:
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]

@@ -23,6 +23,7 @@ import pytest_twisted
 from scrapy.settings import Settings
 from scrapy.utils.defer import deferred_from_coro
 
+from scrapy_robots_coccoc import RobotsTxt
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState, RedisStore, redis_client
 
 from .crawling import RecordingSpider, crawl, stat
@@ -456,3 +457,16 @@ async def test_redis_100_ms_away_costs_little_throughput_and_never_stalls_the_re
     assert lags["proxied"] < 0.1, lags
     assert durations["direct"] / durations["proxied"] >= 0.8, durations
     assert len(warnings_of(caplog, "Redis store is slow")) == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_failed_refresh_keeps_the_stored_rules_for_every_worker(redis_server, new_store):
+    body = b"User-agent: *\nDisallow: /private\n"
+    first = new_store()
+    await settle(first.set(ORIGIN, OriginState(RobotsTxt.parse(body), False, time.time() + 60), body))
+    kept = OriginState(RobotsTxt.parse(body), False, time.time() + 120)
+    await settle(first.set(ORIGIN, kept, None))  # a refresh that got no answer
+    state = await settle(new_store().get(ORIGIN))
+    assert state is not None and state.expires_at == kept.expires_at
+    assert state.robots is not None and not state.robots.allowed("/private/x", "bot")
+    assert 60 < redis_server.client.ttl(key("state")) <= 240

@@ -1,0 +1,55 @@
+"""MemoryStore: bounded in origins and in bytes, whatever each robots.txt weighs."""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+
+from scrapy_robots_coccoc import RobotsTxt
+from scrapy_robots_coccoc.stores import MemoryStore, OriginState
+
+
+def big_robots(i: int, rules: int = 4000) -> RobotsTxt:
+    lines = [f"User-agent: bot{i}"] + [f"Disallow: /site{i}/section-{n}/private-area/" for n in range(rules)]
+    return RobotsTxt.parse("\n".join(lines) + "\nUser-agent: *\nDisallow: /admin\n")
+
+
+def test_the_byte_budget_evicts_the_least_recently_used_origins():
+    budget = 2 * 2**20
+    store = MemoryStore(max_origins=1000, max_bytes=budget)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(40):
+        robots = big_robots(i)
+        robots.allowed("/site/x", f"bot{i}")  # rules built, as a crawl would
+        store.set(f"https://site{i}.example:443", OriginState(robots, False, time.time() + 60))
+        if i == 5:
+            store.get("https://site0.example:443")  # used again: kept longer
+    del robots
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert store.nbytes <= budget
+    assert 3 <= len(store) < 40
+    assert held < 2 * budget, held  # the reckoning is near what is really held
+    assert store.get("https://site39.example:443") is not None
+    assert store.get("https://site1.example:443") is None
+
+
+def test_origins_without_rules_count_little_and_the_count_bound_holds():
+    store = MemoryStore(max_origins=100, max_bytes=2**20)
+    for i in range(500):
+        store.set(f"https://site{i}.example:443", OriginState(None, False, time.time() + 60))
+    assert len(store) == 100
+    assert store.nbytes < 2**20
+
+
+def test_replacing_an_origin_counts_it_once():
+    store = MemoryStore(max_origins=10, max_bytes=2**30)
+    for _ in range(5):
+        store.set("https://a.example:443", OriginState(big_robots(1, 100), False, time.time() + 60))
+    single = store.nbytes
+    store.set("https://a.example:443", OriginState(None, False, time.time() + 60))
+    assert len(store) == 1 and store.nbytes < single
