@@ -470,3 +470,23 @@ async def test_a_failed_refresh_keeps_the_stored_rules_for_every_worker(redis_se
     assert state is not None and state.expires_at == kept.expires_at
     assert state.robots is not None and not state.robots.allowed("/private/x", "bot")
     assert 60 < redis_server.client.ttl(key("state")) <= 240
+
+
+@pytest_twisted.ensureDeferred
+async def test_sitemaps_reach_a_worker_that_did_not_fetch_robotstxt(sites, redis_server):
+    from .test_sitemaps import LISTED, ProductSpider, shop
+
+    site, other = sites(LoopbackSite(), LoopbackSite())
+    shop(site, other)
+    shared = {"ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore", "REDIS_URL": redis_server.url}
+    # One worker fetches robots.txt for its pages; it has no sitemap spider.
+    await crawl(shared, urls=[site.url("/a")], follow=False)
+    assert site.paths().count("/robots.txt") == 1
+    # Another worker, whose spider wants the site's sitemaps, never fetches
+    # robots.txt: the sitemaps come with the state the first one stored.
+    second = await crawl(shared, spider=ProductSpider, robots_sitemap_origins=[site.address])
+    assert site.paths().count("/robots.txt") == 1
+    assert "/sitemap_index.xml" in site.paths()
+    assert {site.url(p) for p in LISTED if p.startswith("/products/") and "secret" not in p} <= set(
+        second.spider.products
+    )
