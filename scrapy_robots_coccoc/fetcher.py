@@ -21,8 +21,10 @@ from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
 from scrapy.http import Response
 from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import load_object
 from scrapy.utils.python import to_unicode
+from twisted.internet.threads import deferToThread
 
 from . import _compat
 from ._robotstxt import MAX_BYTES, RobotsTxt
@@ -168,7 +170,7 @@ class RobotsTxtFetcher:
             if not isinstance(answer, Response):
                 return answer
             if answer.status not in REDIRECT_STATUSES:
-                return self._read(answer)
+                return await self._read(answer)
             if hop == self._max_redirects:
                 return Unrestricted(None, f"more than {self._max_redirects} redirects")
             target = redirect_target(answer)
@@ -237,14 +239,27 @@ class RobotsTxtFetcher:
             self._stats.inc_value("robotstxt/truncated")
             raise StopDownload(fail=False)
 
-    def _read(self, response: Response) -> Rules | Unrestricted:
+    async def _read(self, response: Response) -> Rules | Unrestricted:
         if response.status != 200:
             return Unrestricted(response.status, f"status {response.status}")
         if "robotstxt_unreadable" in response.flags:
             return Unrestricted(None, "unreadable body (unsupported Content-Encoding)")
         stopped = "dataloss" in response.flags or "download_stopped" in response.flags
         body = complete_lines(response.body, cut=stopped)
-        return Rules(RobotsTxt.parse(body), body, response.url)
+        return Rules(await parsed(body), body, response.url)
+
+
+#: Bodies larger than this are parsed in a thread: a hostile one may take a
+#: tenth of a second, which the reactor (every download of the crawl) must
+#: not wait for; the interpreter hands it the GIL every few milliseconds.
+PARSE_IN_THREAD_BYTES = 64 * 1024
+
+
+async def parsed(body: bytes) -> RobotsTxt:
+    """*body* parsed without holding the reactor for long."""
+    if len(body) <= PARSE_IN_THREAD_BYTES:
+        return RobotsTxt.parse(body)
+    return await maybe_deferred_to_future(deferToThread(RobotsTxt.parse, body))
 
 
 def complete_lines(body: bytes, cut: bool) -> bytes:

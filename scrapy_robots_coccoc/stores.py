@@ -22,6 +22,7 @@ from scrapy import signals
 from twisted.internet.defer import Deferred
 
 from ._robotstxt import RobotsTxt
+from .fetcher import parsed
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -406,7 +407,7 @@ class RedisStore:
         if local is not None and local.expires_at == expires_at:
             return local  # the same fetch: no need to parse it again
         has_rules, unavailable = outcome
-        state = OriginState(RobotsTxt.parse(body) if has_rules else None, unavailable, expires_at)
+        state = OriginState(await parsed(body) if has_rules else None, unavailable, expires_at)
         self._local.set(origin, state)
         return state
 
