@@ -10,6 +10,7 @@ can inflate it whole.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import zlib
@@ -236,7 +237,6 @@ class RobotsTxtFetcher:
         received = request.meta.get("robotstxt_received", 0) + len(data)
         request.meta["robotstxt_received"] = received
         if received >= MAX_DOWNLOAD_BYTES:
-            self._stats.inc_value("robotstxt/truncated")
             raise StopDownload(fail=False)
 
     async def _read(self, response: Response) -> Rules | Unrestricted:
@@ -245,6 +245,8 @@ class RobotsTxtFetcher:
         if "robotstxt_unreadable" in response.flags:
             return Unrestricted(None, "unreadable body (unsupported Content-Encoding)")
         stopped = "dataloss" in response.flags or "download_stopped" in response.flags
+        if stopped or len(response.body) > MAX_BYTES:
+            self._stats.inc_value("robotstxt/truncated")
         body = complete_lines(response.body, cut=stopped)
         return Rules(await parsed(body), body, response.url)
 
@@ -256,10 +258,15 @@ PARSE_IN_THREAD_BYTES = 64 * 1024
 
 
 async def parsed(body: bytes) -> RobotsTxt:
-    """*body* parsed without holding the reactor for long."""
+    """*body* parsed without holding the reactor for long: in the asyncio
+    loop's own executor, or in Twisted's thread pool under another reactor."""
     if len(body) <= PARSE_IN_THREAD_BYTES:
         return RobotsTxt.parse(body)
-    return await maybe_deferred_to_future(deferToThread(RobotsTxt.parse, body))
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # a coroutine driven by Twisted, not by asyncio
+        return await maybe_deferred_to_future(deferToThread(RobotsTxt.parse, body))
+    return await loop.run_in_executor(None, RobotsTxt.parse, body)
 
 
 def complete_lines(body: bytes, cut: bool) -> bytes:
