@@ -877,8 +877,9 @@ LOCAL_FAULT_SCRIPT = textwrap.dedent(
     install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
     from twisted.internet import reactor
     from scrapy import Request
+    from scrapy import signals
     from scrapy.crawler import CrawlerRunner
-    from scrapy.exceptions import IgnoreRequest
+    from scrapy.exceptions import DontCloseSpider, IgnoreRequest
     from scrapy_robots_coccoc.coordinator import OriginCoordinator
     from tests.crawling import SETTINGS, RecordingSpider
     from tests.sites import LoopbackSite, robots, serve
@@ -911,11 +912,18 @@ LOCAL_FAULT_SCRIPT = textwrap.dedent(
                 pass  # EMFILE: this process has no descriptor left
             for path in ("/a", "/b", "/private/x"):
                 yield Request(site.url(path), errback=self.failed, dont_filter=True)
-            await asyncio.sleep(0.5)
-            release()
-            await asyncio.sleep(1.0)  # past FAULT_SECONDS
+            reactor.callLater(0.5, release)
+            reactor.callLater(1.5, self.second_batch)  # past FAULT_SECONDS
+            self.crawler.signals.connect(self.wait_for_second_batch, signal=signals.spider_idle)
+
+        def second_batch(self):
+            self.sent = True
             for path in ("/c", "/private/y"):
-                yield Request(site.url(path), errback=self.failed, dont_filter=True)
+                self.crawler.engine.crawl(Request(site.url(path), errback=self.failed, dont_filter=True))
+
+        def wait_for_second_batch(self):
+            if not getattr(self, "sent", False):
+                raise DontCloseSpider
 
         def failed(self, failure):
             release()
