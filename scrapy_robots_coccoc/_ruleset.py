@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 import re
 import sys
+import threading
 from array import array
 from bisect import bisect_left
 from datetime import time
+from itertools import compress
 from typing import NamedTuple
 
-from ._urlpattern import in_normal_form, normalize_lines, wildcard_matches
+from ._urlpattern import in_normal_form, normalize_lines, split_wildcard, wildcard_rest_matches
 
 
 class Rule(NamedTuple):
@@ -113,10 +115,6 @@ _ALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_ALLOW, _AL
 _DISALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_DISALLOW, _DISALLOW + 1)), False))
 _EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))))
 _SPACES = (b" ", b"\t", b"\x0b", b"\x0c")
-# What comes after the first literal piece of a wildcard pattern, and what
-# comes before its last one (and its "$").
-_FIRST_PIECE = re.compile(r"\*[^\n]*|\$$", re.MULTILINE)
-_BEFORE_LAST_PIECE = re.compile(r"[^\n]*\*|\$$", re.MULTILINE)
 _TRAILING_SPACE = re.compile(rb"[ \t\x0b\x0c]+$", re.MULTILINE)
 # A line of the normal form holding a wildcard pattern.
 _WILDCARD = re.compile(r"\n([^\n*$]*(?:\*[^\n]*|\$))(?=\n)")
@@ -147,10 +145,45 @@ def _wildcards(text: str) -> list[str]:
     return _WILDCARD.findall(text) if "*" in text or "$" in text else []
 
 
-# The wildcards of the rule set checked last, split: a crawl checks a site's
-# URLs in bursts, and one entry for the whole process costs no memory per file.
-# Replaced whole, so that a thread never reads one rule set's half.
-_RECENT: tuple[object, tuple[tuple[str, str, str, int], ...]] = (None, ())
+#: Bytes the split wildcard patterns of all rule sets may hold together.
+SPLIT_BUDGET = 8 << 20
+# Wildcard patterns split for matching, shared by every rule set holding the
+# same ones (sites copy each other's rules) and kept out of the rule sets,
+# which a store holds by the thousand. By the rule set's wildcard text: its
+# bytes, the literal each pattern's matches contain, and per pattern its
+# rank, start, rest (see Wildcard) and offset in the text. The oldest
+# entries go first past SPLIT_BUDGET, so that a crawl of more sites than
+# fit pays a split per check, no more.
+_Split = tuple[int, tuple[str, ...], tuple[tuple[int, str, "tuple[tuple[str, ...], str, bool] | None", int], ...]]
+_SPLIT: dict[str, _Split] = {}
+_split_bytes = 0
+_SPLIT_LOCK = threading.Lock()
+
+
+def _split(wildcards: str) -> _Split:
+    """Split *wildcards*, one pattern a line led by ``+`` (Allow) or ``-``,
+    longest first; a pattern's rank is twice its length, plus one for Allow,
+    which wins a tie (RFC 9309 §2.2.2)."""
+    global _split_bytes
+    needles, rules = [], []
+    offset = 1
+    for line in wildcards.split("\n"):
+        head, needle, rest = split_wildcard(line[1:])
+        needles.append(needle)
+        rules.append((2 * len(line) - 2 + (line[0] == "+"), head, rest, offset))
+        offset += len(line) + 1
+    held = (tuple(needles), tuple(rules))
+    size = sum(map(sys.getsizeof, (*held, *needles))) + sum(
+        sys.getsizeof(rule) + sys.getsizeof(rule[1]) + sys.getsizeof(rule[2]) for rule in rules
+    )
+    split = (size, *held)
+    with _SPLIT_LOCK:
+        if wildcards not in _SPLIT:
+            _SPLIT[wildcards] = split
+            _split_bytes += size
+            while _split_bytes > SPLIT_BUDGET and len(_SPLIT) > 1:
+                _split_bytes -= _SPLIT.pop(next(iter(_SPLIT)))[0]
+    return split
 
 
 class RuleSet:
@@ -173,7 +206,6 @@ class RuleSet:
         "_hashes",
         "_lengths",
         "_starts",
-        "_wild_allow",
         "_wildcards",
         "agent",
         "crawl_delay",
@@ -209,13 +241,9 @@ class RuleSet:
             {(len(p), True, p) for p in _wildcards(allow)} | {(len(p), False, p) for p in _wildcards(disallow)},
             reverse=True,
         )
-        patterns = [p for _, _, p in wildcards]
-        # One string rather than an object per rule; a check splits it, with
-        # the literal piece each pattern starts with and the one after its
-        # last "*", which a matching path must start with and contain.
-        joined = "\n".join(patterns)
-        self._wildcards = (joined, _FIRST_PIECE.sub("", joined), _BEFORE_LAST_PIECE.sub("", joined))
-        self._wild_allow = bytes(allow for _, allow, _ in wildcards)
+        # One string rather than an object per rule, each pattern led by its
+        # kind; a check finds it split in _SPLIT.
+        self._wildcards = "\n".join(("+" if allow else "-") + p for _, allow, p in wildcards)
         # Wildcard lengths are kept: a path holds no "*" nor final "$", so
         # they never match as plain prefixes, and removing them costs more.
         # Bytes when every length fits one: a fifth of a tuple's size.
@@ -276,21 +304,18 @@ class RuleSet:
             if line in disallow:
                 best, best_length = (False, prefix), length
                 break
-        if not self._wildcards[0]:
+        wildcards = self._wildcards
+        if not wildcards:
             return best
-        global _RECENT
-        recent = _RECENT
-        if recent[0] is not self:
-            recent = _RECENT = (
-                self,
-                tuple(zip(*(text.split("\n") for text in self._wildcards), self._wild_allow, strict=True)),
-            )
-        for pattern, head, needle, wild_allow in recent[1]:
-            length = len(pattern)
-            if length < best_length or (length == best_length and (best[0] or not wild_allow)):  # type: ignore[index]
+        _, needles, rules = _SPLIT.get(wildcards) or _split(wildcards)
+        best_rank = 2 * best_length + (best is not None and best[0])
+        # Only the patterns whose literal the path holds are looked at, the
+        # others skipped at C speed.
+        for rank, head, rest, offset in compress(rules, map(path.__contains__, needles)):
+            if rank <= best_rank:
                 break
-            if path.startswith(head) and needle in path and wildcard_matches(pattern, path):
-                return bool(wild_allow), pattern
+            if path.startswith(head) and wildcard_rest_matches(head, rest, path):
+                return bool(rank & 1), wildcards[offset : offset + (rank >> 1)]
         return best
 
     def decide(self, path: str) -> Rule | None:
@@ -318,9 +343,9 @@ class RuleSet:
             self._disallow,
             self._starts,
             self._lengths,
-            *self._wildcards,
+            self._wildcards,
         )
-        size = sum(map(sys.getsizeof, held)) + sys.getsizeof(self._wild_allow)
+        size = sum(map(sys.getsizeof, held))
         return size + (0 if self._hashes is None else sys.getsizeof(self._hashes))
 
 

@@ -34,7 +34,9 @@ def _special(kept: bytes) -> re.Pattern[bytes]:
 
 
 _URL_SPECIAL = _special(_UNRESERVED + _RESERVED)
-_URL_SPECIAL_TEXT = re.compile("[^" + _byte_class(_UNRESERVED + _RESERVED).decode() + "]|%")
+# A URL path left as it is: one repeated class, which the regular
+# expression engine runs through far faster than a search for what it lacks.
+_URL_PLAIN_TEXT = re.compile("[" + _byte_class((_UNRESERVED + _RESERVED).replace(b"%", b"")).decode() + "]*")
 # What newline-joined rule values in the normal form are made of.
 _KEPT_IN_RULES = _UNRESERVED + _RESERVED + b"*$\n"
 
@@ -91,38 +93,55 @@ _PATH = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)?([^#]*)")
 def path_of(url: str) -> str:
     """Return the path plus ``?query`` of an absolute URL or of a path,
     without the fragment, in the normal form."""
-    path = _PATH.match(url)[1]  # type: ignore[index]
-    if not path.startswith("/"):
-        path = "/" + path
-    if _URL_SPECIAL_TEXT.search(path) is None:
+    # Most URLs are http(s) with a path: found with str.find, faster than
+    # the regular expression that reads every other shape.
+    start = 8 if url.startswith("https://") else 7 if url.startswith("http://") else 0
+    end = url.find("/", start) if start else -1
+    if end > 0 and "?" not in url[start:end] and "#" not in url[start:end]:
+        fragment = url.find("#", end)
+        path = url[end:] if fragment < 0 else url[end:fragment]
+    else:
+        path = _PATH.match(url)[1]  # type: ignore[index]
+        if not path.startswith("/"):
+            path = "/" + path
+    if _URL_PLAIN_TEXT.fullmatch(path) is not None:
         return path
     raw = path.encode("utf-8", "surrogatepass")
     return _URL_SPECIAL.sub(_rewrite, raw).decode("ascii")
 
 
-def wildcard_matches(pattern: str, path: str) -> bool:
-    """Whether *path* matches a pattern with ``*`` or a final ``$``, in time
-    linear in the path's length times the number of ``*``. Nothing is
-    precompiled: a compiled form per rule would cost more memory than the
-    rule itself, and one check rarely tries more than a few patterns."""
+#: A pattern with ``*`` or a final ``$``, split for matching: the literal a
+#: matching path starts with, the longest literal it must also contain (a
+#: cheap test that rules most patterns out), and the rest: the pieces between
+#: the ``*``, the last piece and whether ``$`` anchors it; None for
+#: ``/page$``, which no ``*`` splits.
+Wildcard = tuple[str, str, "tuple[tuple[str, ...], str, bool] | None"]
+
+
+def split_wildcard(pattern: str) -> Wildcard:
+    """Split a pattern with ``*`` or a final ``$`` once, for any number of checks."""
     anchored = pattern[-1] == "$"
-    if anchored:
-        pattern = pattern[:-1]
-    star = pattern.find("*")
-    if star < 0:
+    pieces = (pattern[:-1] if anchored else pattern).split("*")
+    if len(pieces) == 1:
+        return pieces[0], "", None
+    last = pieces[-1]
+    return pieces[0], max(pieces[1:], key=len), (tuple(piece for piece in pieces[1:-1] if piece), last, anchored)
+
+
+def wildcard_rest_matches(head: str, rest: tuple[tuple[str, ...], str, bool] | None, path: str) -> bool:
+    """Whether *path*, which starts with *head*, matches the rest of a split
+    pattern, in time linear in the path's length times the number of ``*``:
+    each piece is found leftmost with ``str.find``, so nothing backtracks."""
+    if rest is None:
         # "/page$": the whole path must equal the pattern.
-        return path == pattern
-    if not path.startswith(pattern[:star]):
-        return False
-    parts = pattern[star + 1 :].split("*")
-    last = parts.pop()
-    pos = star
-    for part in parts:
-        if part:
-            pos = path.find(part, pos)
-            if pos < 0:
-                return False
-            pos += len(part)
+        return len(path) == len(head)
+    middle, last, anchored = rest
+    pos = len(head)
+    for part in middle:
+        pos = path.find(part, pos)
+        if pos < 0:
+            return False
+        pos += len(part)
     if anchored:
         return len(path) - len(last) >= pos and path.endswith(last)
-    return not last or path.find(last, pos) >= 0
+    return path.find(last, pos) >= 0
