@@ -253,11 +253,15 @@ class RuleSet:
 
     def _index(self) -> None:
         allow, disallow = self._allow, self._disallow
-        hashes = set(map(hash, {*allow.split("\n"), *disallow.split("\n")}))
-        self._hashes = array("q", sorted(hashes)) if len(allow) + len(disallow) > _INDEXED_CHARS else None
+        keys = map(hash, {*allow.split("\n"), *disallow.split("\n")})
+        hashes = array("q", sorted(keys)) if len(allow) + len(disallow) > _INDEXED_CHARS else None
+        self._hashes = hashes
         # A 256-bit Bloom filter of the patterns: most prefixes of a path are
         # no pattern, and a bit test costs less than searching the text.
-        self._bloom = sum(1 << bit for bit in {key & 255 for key in hashes})
+        bloom = 0
+        for key in keys if hashes is None else hashes:
+            bloom |= 1 << (key & 255)
+        self._bloom = bloom
 
     def __getstate__(self) -> dict[str, object]:
         # String hashes differ from process to process: the index is rebuilt.
