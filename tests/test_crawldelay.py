@@ -59,7 +59,9 @@ async def test_autothrottle_and_jitter_never_go_below_the_delay(sites):
 @pytest_twisted.ensureDeferred
 async def test_a_larger_project_delay_stands_and_the_feature_can_be_off(sites):
     (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.2\n"))
-    await crawl({"DOWNLOAD_DELAY": 1, "DOWNLOAD_DELAY_JITTER": 0}, urls=[site.url(p) for p in PAGES[:3]], follow=False)
+    # No jitter (RANDOMIZE_DOWNLOAD_DELAY says so before Scrapy 2.19).
+    exact = {"DOWNLOAD_DELAY": 1, "DOWNLOAD_DELAY_JITTER": 0, "RANDOMIZE_DOWNLOAD_DELAY": False}
+    await crawl(exact, urls=[site.url(p) for p in PAGES[:3]], follow=False)
     assert min(site.gaps()) >= 0.95
     site.log.clear()
     await crawl({"ROBOTSTXT_CRAWL_DELAY_ENABLED": False}, urls=[site.url(p) for p in PAGES], follow=False)
