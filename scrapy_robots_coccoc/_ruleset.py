@@ -127,16 +127,18 @@ _WINDOW = re.compile(r"(\d{1,2}):?(\d\d)\s*(?:-|\s)\s*(\d{1,2}):?(\d\d)")
 
 def _rule_text(values: list[bytes], lengths: set[int]) -> str:
     """Return line-aligned rule values as one string in the normal form, led
-    and ended by a newline, and add their lengths to *lengths*."""
+    and ended by a newline, and add the lengths of its plain patterns to
+    *lengths*: a check looks the path's prefixes of those lengths up, and a
+    wildcard pattern is never such a prefix (a path holds no "*" nor "$")."""
     joined = b"\n".join(values)
     if b" \n" in joined or b"\t\n" in joined or b"\x0b\n" in joined or b"\x0c\n" in joined or joined.endswith(_SPACES):
         joined = _TRAILING_SPACE.sub(b"", joined)
-        values = joined.split(b"\n")
-    if in_normal_form(joined):
-        lengths.update(map(len, values))
-        return "\n" + joined.decode("ascii") + "\n"
-    text = normalize_lines(joined)
-    lengths.update(map(len, text.split("\n")))
+    text = joined.decode("ascii") if in_normal_form(joined) else normalize_lines(joined)
+    lines = text.split("\n")
+    if "*" in text or "$" in text:
+        lengths.update(len(line) for line in lines if "*" not in line and line[-1:] != "$")
+    else:
+        lengths.update(map(len, lines))
     return "\n" + text + "\n"
 
 
@@ -244,8 +246,6 @@ class RuleSet:
         # One string rather than an object per rule, each pattern led by its
         # kind; a check finds it split in _SPLIT.
         self._wildcards = "\n".join(("+" if allow else "-") + p for _, allow, p in wildcards)
-        # Wildcard lengths are kept: a path holds no "*" nor final "$", so
-        # they never match as plain prefixes, and removing them costs more.
         # Bytes when every length fits one: a fifth of a tuple's size.
         ordered = sorted(lengths, reverse=True)
         self._lengths: bytes | tuple[int, ...] = bytes(ordered) if not ordered or ordered[0] < 256 else tuple(ordered)
