@@ -125,7 +125,7 @@ def split_wildcard(pattern: str) -> Wildcard:
     if len(pieces) == 1:
         return pieces[0], "", None
     last = pieces[-1]
-    return pieces[0], max(pieces[1:], key=len), (tuple(piece for piece in pieces[1:-1] if piece), last, anchored)
+    return pieces[0], max(pieces[1:], key=len), (tuple(filter(None, pieces[1:-1])), last, anchored)
 
 
 def wildcard_rest_matches(head: str, rest: tuple[tuple[str, ...], str, bool] | None, path: str) -> bool:
