@@ -103,21 +103,25 @@ class OriginCoordinator:
         return deferred_from_coro(self._state_for(origin, request))
 
     async def _state_for(self, origin: str, request: Request) -> OriginState:
+        stored: OriginState | None = None
         if origin not in self._waiters:
             stored = await self._call_store("get", None, origin)
             state = self._usable(origin, stored, request)
             if state is not None:
                 return state
             self._raise_fault(origin)
-            if origin not in self._waiters:  # no fetch started while the store answered
-                if stored is not None and stored.unavailable:
-                    self._silent_before.add(origin)
-                self._start_fetch(origin, request, stale=None)
         stale = self._refreshing.get(origin)
         if stale is not None:
             return stale
         waiter: Deferred[OriginState] = Deferred()
-        self._waiters[origin].append(waiter)
+        if origin in self._waiters:
+            self._waiters[origin].append(waiter)
+        else:  # no fetch started while the store answered: start one
+            if stored is not None and stored.unavailable:
+                self._silent_before.add(origin)
+            # Registered before the fetch starts: a fetch answered at once
+            # (an HTTP cache hit under a non-asyncio reactor) releases it too.
+            self._start_fetch(origin, request, stale=None, waiters=[waiter])
         return await maybe_deferred_to_future(waiter)
 
     def _usable(self, origin: str, state: OriginState | None, request: Request) -> OriginState | None:
@@ -144,8 +148,14 @@ class OriginCoordinator:
             return
         raise RobotsTxtFault(f"robots.txt of {origin} could not be fetched here ({cause}); retried in a minute")
 
-    def _start_fetch(self, origin: str, request: Request, stale: OriginState | None) -> None:
-        self._waiters[origin] = []
+    def _start_fetch(
+        self,
+        origin: str,
+        request: Request,
+        stale: OriginState | None,
+        waiters: list[Deferred[OriginState]] | None = None,
+    ) -> None:
+        self._waiters[origin] = waiters or []
         if stale is not None:
             self._refreshing[origin] = stale
         deferred_from_coro(self._fetch(origin, request, stale))

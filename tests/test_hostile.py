@@ -980,3 +980,54 @@ def test_out_of_file_descriptors_is_a_local_fault_not_the_sites():
     assert later and later[0][0] == "RobotsTxtForbidden", failures
     assert result["robots_fetches"] == 1
     assert not [r for r in result["records"] if r[0] in ("ERROR", "CRITICAL") or r[3]], result["records"]
+
+
+# --- a fetch answered at once, under a reactor that runs coroutines in place -------
+
+CACHED_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from scrapy.utils.reactor import install_reactor
+    install_reactor("twisted.internet.selectreactor.SelectReactor")
+    from twisted.internet import reactor
+    from twisted.internet.defer import ensureDeferred
+    from scrapy.crawler import CrawlerRunner
+    from tests.crawling import SETTINGS, RecordingSpider
+    from tests.sites import LoopbackSite, robots, serve
+
+    site = serve(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\\nDisallow: /private\\n")}), "127.0.0.2")
+    settings = {**SETTINGS, "TWISTED_REACTOR": "twisted.internet.selectreactor.SelectReactor",
+                "HTTPCACHE_ENABLED": True, "HTTPCACHE_DIR": sys.argv[1]}
+    urls = [site.url(p) for p in ("/p0", "/p1", "/private/x")]
+
+    async def main():
+        runs = []
+        for _ in range(2):  # the second run is answered by the cache, synchronously
+            crawler = CrawlerRunner(settings).create_crawler(RecordingSpider)
+            await crawler.crawl(urls=urls, follow=False)
+            runs.append({"crawled": sorted(crawler.spider.crawled),
+                         "failures": {u: type(e).__name__ for u, e in crawler.spider.failures.items()}})
+        print(json.dumps(runs))
+
+    d = ensureDeferred(main())
+    d.addBoth(lambda r: (print(r, file=sys.stderr) if r is not None else None, reactor.stop()))
+    reactor.run()
+    """
+)
+
+
+def test_a_fetch_answered_at_once_releases_its_first_request(tmp_path):
+    """An HTTP cache hit under a non-asyncio reactor completes the robots.txt
+    fetch before the request that started it has waited: it must get the rules."""
+    done = subprocess.run(
+        [sys.executable, "-c", CACHED_SCRIPT, str(tmp_path / "cache")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(done.stdout.splitlines()[-1])
+    for run in runs:
+        assert len(run["crawled"]) == 2, run
+        assert run["failures"] == {next(u for u in run["failures"] if u.endswith("/private/x")): "RobotsTxtForbidden"}
