@@ -10,11 +10,13 @@ failure. ``tests/test_compat.py`` holds a canary test per name.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import scrapy
 from scrapy import signals as scrapy_signals
+from scrapy.core import downloader as downloader_module
 from scrapy.core.downloader import Downloader
 from scrapy.core.engine import ExecutionEngine
 from scrapy.spiders import SitemapSpider
@@ -26,6 +28,10 @@ if TYPE_CHECKING:
     from scrapy.signalmanager import SignalManager
 
 SCRAPY_VERSION = tuple(int(part) for part in re.findall(r"\d+", scrapy.__version__)[:2])
+
+#: The clock of a downloader slot's ``lastseen``: ``time.monotonic`` from
+#: Scrapy 2.18, ``time.time`` before.
+_SLOT_CLOCK: Callable[[], float] = getattr(downloader_module, "monotonic", None) or time.time
 
 #: Scrapy's ``robots_parsed`` signal (2.18+); None where Scrapy has none.
 ROBOTS_PARSED: object | None = getattr(scrapy_signals, "robots_parsed", None)
@@ -43,6 +49,7 @@ def check() -> None:
             ("ExecutionEngine.download or download_async", _has(ExecutionEngine, "download_async", "download")),
             ("ExecutionEngine._slot", "_slot" in ExecutionEngine.__init__.__code__.co_names),
             ("Downloader.active", "active" in Downloader.__init__.__code__.co_names),
+            ("Downloader.slots", "slots" in Downloader.__init__.__code__.co_names),
             ("SitemapSpider._cbs", "_cbs" in SitemapSpider.__init__.__code__.co_names),
             ("SitemapSpider._parse_sitemap", _has(SitemapSpider, "_parse_sitemap")),
         )
@@ -89,6 +96,18 @@ def engine_closing(engine: ExecutionEngine | None) -> bool:
     """Whether the engine is stopping or closing the spider: requests waiting
     in our middleware should then leave rather than wait for their turn."""
     return engine is None or not engine.running or engine._slot is None or engine._slot.closing is not None
+
+
+def slot_hold(engine: ExecutionEngine, request: Request) -> float:
+    """At most how long the downloader slot of *request* would hold it, if
+    released now, for the slot's own delay (its largest draw)."""
+    downloader = engine.downloader
+    live = downloader.slots.get(downloader.get_slot_key(request))
+    if live is None or not live.delay:
+        return 0.0
+    # 2.19+ draws delay x (1 +/- jitter); before, randomize_delay drew 0.5x to 1.5x.
+    jitter = live.jitter if hasattr(live, "jitter") else 0.5 if live.randomize_delay else 0.0
+    return max(0.0, live.lastseen + live.delay * (1 + jitter) - _SLOT_CLOCK())
 
 
 def sitemap_callbacks(spider: SitemapSpider) -> list[tuple[re.Pattern[str], Callable[..., Any]]]:

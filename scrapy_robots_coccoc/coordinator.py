@@ -124,6 +124,18 @@ class OriginCoordinator:
             self._start_fetch(origin, request, stale=None, waiters=[waiter])
         return await maybe_deferred_to_future(waiter)
 
+    async def reserve(self, origin: str, spacing: float) -> float | None:
+        """The start of *origin*'s next turn, from the store (see
+        :meth:`.Store.reserve`), guarded like every store call: an answer
+        that makes no sense (not a finite time, or absurdly far) is a
+        WARNING and "now"."""
+        start = await self._call_store("reserve", None, origin, spacing)
+        now = time.time()
+        if start is None or (_finite(start) and start <= now + max(60.0, 100 * spacing)):
+            return start
+        self._store_failed("reserve", origin, ValueError(f"unbelievable start {start!r}"), None)
+        return now
+
     def _usable(self, origin: str, state: OriginState | None, request: Request) -> OriginState | None:
         """*state* if requests may be decided by it now (a stale one with rules
         starts a refresh); None when robots.txt must be fetched first."""
@@ -349,12 +361,7 @@ class OriginCoordinator:
 
     def _readable(self, origin: str, state: Any) -> OriginState | None:
         """*state* if the coordinator can use it; a store's garbage is None."""
-        if state is None or (
-            isinstance(state, OriginState)
-            and isinstance(state.expires_at, (int, float))
-            and not isinstance(state.expires_at, bool)
-            and math.isfinite(state.expires_at)
-        ):
+        if state is None or (isinstance(state, OriginState) and _finite(state.expires_at)):
             return state
         self._stats.inc_value("robotstxt/store_errors")
         logger.warning(
@@ -364,6 +371,10 @@ class OriginCoordinator:
         )
         return None
 
+
+def _finite(value: Any) -> bool:
+    """Whether a store's answer is a finite number of seconds."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def absolute(base: str, urls: list[str]) -> list[str]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from datetime import time as clock
-from inspect import isawaitable
 from typing import TYPE_CHECKING
 
 from twisted.internet.task import deferLater
+
+from . import _compat
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -19,7 +21,6 @@ if TYPE_CHECKING:
 
     from ._robotstxt import RobotsTxt
     from .parking import Parking
-    from .stores import Store
 
 logger = logging.getLogger(__name__)
 
@@ -28,35 +29,34 @@ class CrawlDelays:
     """Paces each origin (scheme, host, port) by the stricter of its
     Crawl-delay and its Request-rate, capped at ``ROBOTSTXT_MAX_CRAWL_DELAY``.
 
-    Every request of a paced origin reserves its start time in the store (a
-    per-origin "next start", in this process for :class:`~.stores.MemoryStore`,
-    shared by all workers for :class:`~.stores.RedisStore`) and waits for it,
-    parked: the wait holds no downloader place, and Scrapy's own
-    slot delays (``DOWNLOAD_DELAY``, ``DOWNLOAD_SLOTS``, jitter, AutoThrottle)
-    apply on top of it, untouched. A refresh that changes the delay paces the
-    next request by the new one.
+    Every request of a paced origin first lets its downloader slot's own
+    delay run out, then reserves its start time in the store (a per-origin
+    "next start", in this process for :class:`~.stores.MemoryStore`, shared
+    by all workers for :class:`~.stores.RedisStore`) and waits for it,
+    parked: the waits hold no downloader place, the request starts when it
+    is released, and Scrapy's own slot delays (``DOWNLOAD_DELAY``,
+    ``DOWNLOAD_SLOTS``, jitter, AutoThrottle) still apply, untouched. A
+    refresh that changes the delay paces the next request by the new one.
     """
 
     #: A turn is used at most this share of the delay late (see :meth:`.Store.reserve`).
     GRACE = 0.05
+    #: Turns taken again at most this many times when woken late.
+    MAX_TURNS = 5
 
     def __init__(
-        self, crawler: Crawler, max_delay: float, store: Store, parking: Parking, max_origins: int
+        self,
+        crawler: Crawler,
+        max_delay: float,
+        reserve: Callable[[str, float], Awaitable[float | None]],
+        parking: Parking,
+        max_origins: int,
     ) -> None:
-        settings = crawler.settings
         self._crawler = crawler
         self._max_delay = max_delay
-        self._store = store
+        self._reserve = reserve  # the store's reserve, guarded by the coordinator
         self._parking = parking
         self._max_origins = max(1, max_origins)
-        # The project's slot delays, read once (never written): the most a
-        # slot can hold a request we release, whatever Scrapy's version
-        # draws (+/-50 % before DOWNLOAD_DELAY_JITTER existed).
-        self._slot_delays = {
-            key: float(slot.get("delay", 0)) for key, slot in settings.getdict("DOWNLOAD_SLOTS").items()
-        }
-        self._project_delay = settings.getfloat("DOWNLOAD_DELAY")
-        self._jitter = max(settings.getfloat("DOWNLOAD_DELAY_JITTER", 0.5), 0.5)
         self._announced: OrderedDict[str, float] = OrderedDict()  # origin -> delay logged for it
 
     def delay_for(self, robots: RobotsTxt, agent: str) -> tuple[float, float]:
@@ -75,39 +75,30 @@ class CrawlDelays:
         written, delay = self.delay_for(robots, agent)
         if delay != self._announced.get(origin, 0.0):
             self._announce(origin, written, delay)
-        least, most = self._slot_delay(request)
-        if least >= delay:
-            return  # no delay, or the project's own slot delay is the stricter
-        # A released request may still wait for its slot's delay: the spacing
-        # covers it, so that transfers start the Crawl-delay apart.
-        spacing = delay + most
-        grace = self.GRACE * delay
-        while True:
-            start = self._store.reserve(origin, spacing)
-            if isawaitable(start):
-                start = await start
+        if not delay:
+            return
+        from twisted.internet import reactor
+
+        engine = self._crawler.engine
+        assert engine is not None
+        for _ in range(self.MAX_TURNS):
+            # First let the slot's own delay (the project's DOWNLOAD_DELAY,
+            # after the slot's last request, robots.txt included) run out:
+            # the request then starts when it is released, at its turn.
+            hold = _compat.slot_hold(engine, request)
+            if hold > 0:
+                await self._parking.wait(request, deferLater(reactor, hold))
+            start = await self._reserve(origin, delay)
             if start is None:
                 return  # a store that does not pace
             wait = start - time.time()
             if wait > 0:
-                from twisted.internet import reactor
-
                 await self._parking.wait(request, deferLater(reactor, wait))
-            if time.time() - start <= grace:
+            if time.time() - start <= self.GRACE * delay:
                 return
             # Woken too late (a stalled reactor, a slow store): a turn used
             # late would squeeze the next one, so take a new one.
             self._crawler.stats.inc_value("robotstxt/crawl_delay/late_turns")
-
-    def _slot_delay(self, request: Request) -> tuple[float, float]:
-        """The least and the most the project's own delay may hold *request*
-        in its downloader slot after the previous one."""
-        if not (self._project_delay or self._slot_delays):
-            return 0.0, 0.0
-        engine = self._crawler.engine
-        assert engine is not None
-        delay = self._slot_delays.get(engine.downloader.get_slot_key(request), self._project_delay)
-        return delay * max(0.0, 1 - self._jitter), delay * (1 + self._jitter)
 
     def _announce(self, origin: str, written: float, delay: float) -> None:
         if origin not in self._announced and delay:

@@ -75,7 +75,13 @@ class RobotsTxtMiddleware:
         concurrency = settings.getint("CONCURRENT_REQUESTS")
         self._parking = Parking(crawler, settings.getint("ROBOTSTXT_MAX_PARKED_REQUESTS", max(100, 10 * concurrency)))
         self._delays = (
-            CrawlDelays(crawler, settings.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY", 10), store, self._parking, max_origins)
+            CrawlDelays(
+                crawler,
+                settings.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY", 10),
+                self._origins.reserve,
+                self._parking,
+                max_origins,
+            )
             if settings.getbool("ROBOTSTXT_CRAWL_DELAY_ENABLED", True)
             else None
         )

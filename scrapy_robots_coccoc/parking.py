@@ -51,8 +51,10 @@ class Parking:
         self._crawler = crawler
         self._max_parked = max_parked
         self._total_concurrency = crawler.settings.getint("CONCURRENT_REQUESTS")
-        # Parked request -> the Deferred it waits for (cancelled on close).
-        self._parked: dict[Request, Deferred[Any]] = {}
+        # Waiting request -> the Deferred it waits for (cancelled on close);
+        # the parked ones among them count against the bound.
+        self._waiting: dict[Request, Deferred[Any]] = {}
+        self._parked: set[Request] = set()
         # Requests done waiting, in turn for a place in the downloader.
         self._returning: deque[tuple[Request, Deferred[None]]] = deque()
         self._closing = False
@@ -62,36 +64,40 @@ class Parking:
         crawler.signals.connect(self._stop_watching, signal=signals.spider_closed)
 
     def __len__(self) -> int:
-        return len(self._parked) + len(self._returning)
+        return len(self._waiting) + len(self._returning)
 
     async def wait(self, request: Request, deferred: Deferred[T]) -> T:
-        """Wait for *deferred* parked if the request holds a downloader place
-        and the bound allows, else in place; raise :class:`SpiderClosing`
-        when the spider closes meanwhile."""
+        """Wait for *deferred*, parked if the request holds a downloader place
+        and the bound allows, else in place; either way raise
+        :class:`SpiderClosing` when the spider closes meanwhile."""
         engine = self._crawler.engine
         assert engine is not None
         active = _compat.downloader_active(engine)
-        if request not in active or len(self._parked) >= self._max_parked:
-            return await maybe_deferred_to_future(deferred)
-        active.discard(request)
-        self._parked[request] = deferred
-        self._crawler.stats.inc_value("robotstxt/parked")
-        _compat.wake_engine(engine)  # the engine may start another request now
+        parks = request in active and len(self._parked) < self._max_parked
+        self._waiting[request] = deferred
+        if parks:
+            active.discard(request)
+            self._parked.add(request)
+            self._crawler.stats.inc_value("robotstxt/parked")
+            _compat.wake_engine(engine)  # the engine may start another request now
         if not self._watch.running:
             self._watch.start(self.WATCH_SECONDS, now=False)
         try:
             try:
                 result = await maybe_deferred_to_future(deferred)
             finally:
-                del self._parked[request]
-            await self._return(request, active)
+                del self._waiting[request]
+                self._parked.discard(request)
+            if parks:
+                await self._return(request, active)
             return result
         except (CancelledError, asyncio.CancelledError):
             if self._closing:
                 raise SpiderClosing from None
             raise
         finally:
-            active.add(request)
+            if parks:
+                active.add(request)
 
     async def _return(self, request: Request, active: set[Request]) -> None:
         """Wait for a place in the downloader, unless one is free now."""
@@ -123,7 +129,7 @@ class Parking:
     def _look_around(self) -> None:
         if _compat.engine_closing(self._crawler.engine):
             self._closing = True
-            for deferred in [*self._parked.values(), *(turn for _, turn in self._returning)]:
+            for deferred in [*self._waiting.values(), *(turn for _, turn in self._returning)]:
                 deferred.cancel()
             self._returning.clear()
         else:

@@ -133,3 +133,13 @@ async def test_request_rate_paces_when_stricter_than_crawl_delay(sites):
     crawler = await crawl({"DOWNLOAD_DELAY_JITTER": 0}, urls=[site.url(p) for p in PAGES[:3]], follow=False)
     assert len(crawler.spider.crawled) == 3
     assert min(site.gaps()) >= 0.95
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_projects_own_delay_is_not_added_to_the_crawl_delay(sites):
+    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 1.5\n"))
+    exact = {"DOWNLOAD_DELAY": 1, "DOWNLOAD_DELAY_JITTER": 0, "RANDOMIZE_DOWNLOAD_DELAY": False}
+    crawler = await crawl(exact, urls=[site.url(p) for p in PAGES], follow=False)
+    assert len(crawler.spider.crawled) == 4
+    gaps = site.gaps()
+    assert min(gaps) >= 1.45 and max(gaps) < 1.9, gaps  # the stricter of the two, not their sum

@@ -1031,3 +1031,31 @@ def test_a_fetch_answered_at_once_releases_its_first_request(tmp_path):
     for run in runs:
         assert len(run["crawled"]) == 2, run
         assert run["failures"] == {next(u for u in run["failures"] if u.endswith("/private/x")): "RobotsTxtForbidden"}
+
+
+class NanReserveStore(MemoryStore):
+    """A store whose pacing answers make no sense."""
+
+    def reserve(self, origin: str, spacing: float) -> float:
+        return float("nan")
+
+
+class FarReserveStore(MemoryStore):
+    def reserve(self, origin: str, spacing: float) -> float:
+        return 1e12
+
+
+class RaisingReserveStore(MemoryStore):
+    def reserve(self, origin: str, spacing: float) -> float:
+        raise RuntimeError("reserve failed (test)")
+
+
+@pytest.mark.parametrize("store", ["NanReserveStore", "FarReserveStore", "RaisingReserveStore"])
+@pytest_twisted.ensureDeferred
+async def test_nonsense_from_a_stores_reserve_never_hangs_the_crawl(sites, store, caplog):
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.2\n")}))
+    urls = [site.url(f"/p{i}") for i in range(3)]
+    settings = {"ROBOTSTXT_STORE": f"tests.test_hostile.{store}"}
+    crawler = await bounded_crawl(settings, urls=urls, follow=False, timeout=10)
+    assert sorted(crawler.spider.crawled) == sorted(urls)
+    assert stat(crawler, "robotstxt/store_errors") >= 1

@@ -208,3 +208,22 @@ async def test_a_paced_crawl_closes_about_as_fast_as_stock_scrapy(sites):
     baseline = time.monotonic() - start
     assert ours <= 1.5 * baseline + 0.3, (ours, baseline)
     assert len(ours_site.paths()) < 41  # closed early, not crawled to the end
+
+
+@pytest_twisted.ensureDeferred
+async def test_requests_waiting_in_place_for_their_turn_leave_at_close_too(sites):
+    ours_site, stock_site = sites(
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 1\n")}),
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow: /nothing\n")}),
+    )
+    # Two places, one parked request at most: the others wait in place.
+    close = {"CLOSESPIDER_TIMEOUT": 1, "CONCURRENT_REQUESTS": 2, "DOWNLOAD_DELAY_JITTER": 0}
+    start = time.monotonic()
+    urls = [ours_site.url(f"/p{i}") for i in range(20)]
+    ours = await crawl({**close, "ROBOTSTXT_MAX_PARKED_REQUESTS": 1}, urls=urls, follow=False)
+    ours_seconds = time.monotonic() - start
+    start = time.monotonic()
+    stock = {**close, "DOWNLOADER_MIDDLEWARES": {}, "DOWNLOAD_DELAY": 1}
+    await crawl(stock, urls=[stock_site.url(f"/p{i}") for i in range(20)], follow=False)
+    assert ours_seconds <= 1.5 * (time.monotonic() - start) + 0.3
+    assert stat(ours, "robotstxt/rescheduled_on_close") >= 1
