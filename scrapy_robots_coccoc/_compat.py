@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 SCRAPY_VERSION = tuple(int(part) for part in re.findall(r"\d+", scrapy.__version__)[:2])
 
+#: Scrapy's own robots.txt middleware, which ours replaces.
+STOCK_ROBOTSTXT_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+
 #: The clock of a downloader slot's ``lastseen``: ``time.monotonic`` from
 #: Scrapy 2.18, ``time.time`` before.
 _SLOT_CLOCK: Callable[[], float] = getattr(downloader_module, "monotonic", None) or time.time

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as StockRobotsTxtMiddleware
 
+from ._compat import STOCK_ROBOTSTXT_MIDDLEWARE
 from .fetcher import RobotsTxtBodyMiddleware
 from .middleware import RobotsTxtMiddleware
 
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-STOCK_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 
 #: Where Scrapy puts its own RobotsTxtMiddleware: before every other
 #: downloader middleware sees a request.
@@ -53,7 +53,7 @@ class Addon:
         # Scrapy 2.13 merges the base by key, so a class key would leave it on.
         middlewares = settings.getdict(name)
         middlewares.pop(StockRobotsTxtMiddleware, None)
-        middlewares[STOCK_MIDDLEWARE] = None
+        middlewares[STOCK_ROBOTSTXT_MIDDLEWARE] = None
         settings.set(name, middlewares, priority=settings.getpriority(name) or 0)
         settings.setdefault_in_component_priority_dict(name, RobotsTxtMiddleware, MIDDLEWARE_PRIORITY)
         settings.setdefault_in_component_priority_dict(name, RobotsTxtBodyMiddleware, BODY_MIDDLEWARE_PRIORITY)

@@ -157,7 +157,7 @@ class RobotsTxtFetcher:
         self._crawler = crawler
         self._stats = crawler.stats
         self._max_redirects = max_redirects
-        self._max_retries = max_retries
+        self._max_retries = max(0, max_retries)
         # Without RobotsTxtBodyMiddleware the project's DOWNLOAD_MAXSIZE must
         # stay in force: it is then the only bound on a compressed body.
         self._bounded_body = bounded_body
@@ -175,9 +175,8 @@ class RobotsTxtFetcher:
             if hop == self._max_redirects:
                 return Unrestricted(None, f"more than {self._max_redirects} redirects")
             target = redirect_target(answer)
-            if target is None:
-                location = answer.headers.get(b"Location") or b""
-                return Unrestricted(None, f"redirect to {location[:200]!r} not followed: not an http(s) URL")
+            if isinstance(target, Unrestricted):
+                return target
             self._stats.inc_value("robotstxt/redirect_count")
             url = target
         raise AssertionError("unreachable")  # the loop returns on its last hop
@@ -280,18 +279,19 @@ def complete_lines(body: bytes, cut: bool) -> bytes:
     return body
 
 
-def redirect_target(response: Response) -> str | None:
-    """The URL a redirect points to, or None unless it is a valid http(s) URL."""
+def redirect_target(response: Response) -> str | Unrestricted:
+    """The http(s) URL a redirect points to, or why it is not followed."""
     location = to_unicode(response.headers.get(b"Location") or b"", errors="replace").strip()
     if not location:
-        return None
+        return Unrestricted(None, "redirect without a Location")
+    shown = repr(location[:200])
     try:
         url = urljoin(response.url, location)
         if urlsplit(url).scheme not in DEFAULT_PORTS:
-            return None
+            return Unrestricted(None, f"redirect to {shown} not followed: not an http(s) URL")
         origin_of(Request(url))
-    except (ValueError, InvalidOrigin):
-        return None
+    except (ValueError, InvalidOrigin) as exc:
+        return Unrestricted(None, f"redirect to {shown} not followed: {exc}")
     return url
 
 

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-STOCK_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 COMPRESSION_MIDDLEWARE = "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware"
 
 
@@ -97,11 +96,11 @@ class RobotsTxtMiddleware:
         return whether :class:`RobotsTxtBodyMiddleware` bounds the body."""
         enabled = build_component_list(crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
         names = [name if isinstance(name, str) else f"{name.__module__}.{name.__qualname__}" for name in enabled]
-        if STOCK_MIDDLEWARE in names:
+        if _compat.STOCK_ROBOTSTXT_MIDDLEWARE in names:
             logger.warning(
                 "Scrapy's own RobotsTxtMiddleware is enabled beside scrapy_robots_coccoc's: every robots.txt "
                 "is fetched twice and both policies apply. Set DOWNLOADER_MIDDLEWARES[%r] = None.",
-                STOCK_MIDDLEWARE,
+                _compat.STOCK_ROBOTSTXT_MIDDLEWARE,
             )
         body = f"{RobotsTxtBodyMiddleware.__module__}.{RobotsTxtBodyMiddleware.__qualname__}"
         public = "scrapy_robots_coccoc.RobotsTxtBodyMiddleware"

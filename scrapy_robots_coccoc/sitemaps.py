@@ -33,6 +33,8 @@ else:
 logger = logging.getLogger(__name__)
 
 SCOPES = ("site", "allowed_domains", "any")
+#: Declined (origin, sitemap) pairs remembered, so that refreshes do not count them again.
+MAX_DECLINED = 100_000
 
 
 class RobotsSitemapMixin(_MixinBase):
@@ -59,7 +61,8 @@ class RobotsSitemapMixin(_MixinBase):
     # (origin, sitemap URL) pairs declined (out of scope, over the cap, not
     # http(s)): a refresh of that robots.txt does not count them again, while
     # another origin listing the same URL may still get it crawled.
-    _robots_sitemaps_declined: set[tuple[str, str]]
+    # Bounded (oldest forgotten first): a forgotten pair is only counted again.
+    _robots_sitemaps_declined: dict[tuple[str, str], None]
     _robots_sitemaps_per_origin: Counter[str]  # sitemaps scheduled per robots.txt
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -76,7 +79,7 @@ class RobotsSitemapMixin(_MixinBase):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider._robots_sitemaps_seen = set()
-        spider._robots_sitemaps_declined = set()
+        spider._robots_sitemaps_declined = {}
         spider._robots_sitemaps_per_origin = Counter()
         crawler.signals.connect(spider.robots_sitemaps_found, signal=robotstxt_sitemaps_found)
         return spider
@@ -171,7 +174,9 @@ class RobotsSitemapMixin(_MixinBase):
                 # sitemap another worker already requested is dropped.
                 self.crawler.engine.crawl(Request(url, callback=sitemap_parser(self)))
                 continue
-            self._robots_sitemaps_declined.add((origin, url))
+            self._robots_sitemaps_declined[origin, url] = None
+            if len(self._robots_sitemaps_declined) > MAX_DECLINED:
+                del self._robots_sitemaps_declined[next(iter(self._robots_sitemaps_declined))]
             stats.inc_value(f"robotstxt/sitemaps/{declined}")
             logger.debug("Sitemap %s of %s not taken: %s", listed, origin, declined, extra={"spider": self})
 

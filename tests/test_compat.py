@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import pytest_twisted
-from scrapy import Spider
+from scrapy import Request, Spider
 from scrapy.crawler import CrawlerRunner
 from scrapy.spiders import SitemapSpider
 
@@ -42,6 +42,7 @@ class _Inspecting(Spider):
         self.seen = {
             "active": isinstance(_compat.downloader_active(engine), set),
             "closing": _compat.engine_closing(engine),
+            "hold": _compat.slot_hold(engine, Request("http://127.0.0.1/")),
         }
         _compat.wake_engine(engine)
         return
@@ -54,6 +55,7 @@ async def test_engine_and_downloader_internals():
     await crawler.crawl()
     assert crawler.spider.seen["active"], "Downloader.active is no longer a set: update _compat.downloader_active"
     assert crawler.spider.seen["closing"] is False, "a running engine counted as closing: update _compat"
+    assert crawler.spider.seen["hold"] == 0.0, "no slot yet, so nothing to hold: update _compat.slot_hold"
     assert _compat.engine_closing(crawler.engine), "a stopped engine should count as closing"
 
 
@@ -80,3 +82,18 @@ def test_signal_manager_can_send_async(name):
     if name == "send_catch_log_async" and _compat.SCRAPY_VERSION < (2, 14):
         pytest.skip("added in Scrapy 2.14; _compat falls back to send_catch_log_deferred")
     assert hasattr(SignalManager, name)
+
+
+def test_a_slot_s_delay_and_clock_are_where_slot_hold_reads_them():
+    from scrapy.core.downloader import Slot
+
+    slot = Slot(1, 2.0, 0) if _compat.SCRAPY_VERSION >= (2, 19) else Slot(1, 2.0, False)
+    assert hasattr(slot, "lastseen") and slot.delay == 2.0, "Slot.lastseen/delay changed: update _compat.slot_hold"
+    assert hasattr(slot, "jitter") or hasattr(slot, "randomize_delay"), "Slot jitter changed: update _compat"
+    assert _compat._SLOT_CLOCK() > 0
+
+
+def test_the_stock_middleware_is_where_we_disable_it():
+    from scrapy.utils.misc import load_object
+
+    assert load_object(_compat.STOCK_ROBOTSTXT_MIDDLEWARE).__name__ == "RobotsTxtMiddleware"
