@@ -913,7 +913,6 @@ LOCAL_FAULT_SCRIPT = textwrap.dedent(
             for path in ("/a", "/b", "/private/x"):
                 yield Request(site.url(path), errback=self.failed, dont_filter=True)
             reactor.callLater(0.5, release)
-            reactor.callLater(1.5, self.second_batch)  # past FAULT_SECONDS
             self.crawler.signals.connect(self.wait_for_second_batch, signal=signals.spider_idle)
 
         def second_batch(self):
@@ -927,6 +926,9 @@ LOCAL_FAULT_SCRIPT = textwrap.dedent(
 
         def failed(self, failure):
             release()
+            if not getattr(self, "second_batch_due", False):
+                self.second_batch_due = True
+                reactor.callLater(1.5, self.second_batch)  # past FAULT_SECONDS after the fault
             super().failed(failure)
 
     async def main():
