@@ -21,25 +21,40 @@ import time
 
 import corpus
 from crawl_bench import ALL_PATHS, FAST_PORT, MIDDLEWARES, ORIGINS, host, start_sites
+from scrapy import Spider
 
 WORKERS = 3
 STORES = {"memory": "scrapy_robots_coccoc.stores.MemoryStore", "redis": "scrapy_robots_coccoc.stores.RedisStore"}
 
 
+class PagesSpider(Spider):
+    """Counts the pages of its ``start_urls`` (given to ``crawl()``) and when
+    the first and the last arrived."""
+
+    name = "bench"
+    pages, first, last = 0, 0.0, 0.0
+
+    def parse(self, response):
+        self.last = time.time()
+        self.first = self.first or self.last
+        self.pages += 1
+
+
+def cluster_settings(redis_url: str) -> dict[str, object]:
+    """The settings of a scrapy-redis worker sharing the queue and dupefilter."""
+    return {
+        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+        "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+        "SCHEDULER_PERSIST": True,
+        "REDIS_URL": redis_url,
+        "CONCURRENT_REQUESTS": 32,
+        "LOG_LEVEL": "WARNING",
+    }
+
+
 def worker(redis_url: str, store: str, *urls: str) -> None:
     """Crawl *urls* through the shared queue; print pages and first/last response times."""
-    from scrapy import Spider
     from scrapy.crawler import CrawlerProcess
-
-    class Worker(Spider):
-        name = "bench"
-        pages, first, last = 0, 0.0, 0.0
-        start_urls = urls
-
-        def parse(self, response):
-            self.last = time.time()
-            self.first = self.first or self.last
-            self.pages += 1
 
     process = CrawlerProcess(
         {
@@ -47,17 +62,12 @@ def worker(redis_url: str, store: str, *urls: str) -> None:
             "ROBOTSTXT_USER_AGENT": "coccocbot-web",
             "DOWNLOADER_MIDDLEWARES": MIDDLEWARES["ours"],
             "ROBOTSTXT_STORE": store,
-            "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-            "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
-            "SCHEDULER_PERSIST": True,
-            "REDIS_URL": redis_url,
-            "CONCURRENT_REQUESTS": 32,
-            "LOG_LEVEL": "WARNING",
+            **cluster_settings(redis_url),
             "TELNETCONSOLE_ENABLED": False,
         }
     )
-    crawler = process.create_crawler(Worker)
-    process.crawl(crawler)
+    crawler = process.create_crawler(PagesSpider)
+    process.crawl(crawler, start_urls=list(urls))
     process.start()
     spider = crawler.spider
     robots = crawler.stats.get_value("robotstxt/request_count", 0)

@@ -26,7 +26,7 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
-from redis_bench import WORKERS, wait_for_redis
+from redis_bench import WORKERS, PagesSpider, cluster_settings, wait_for_redis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -87,21 +87,10 @@ def worker(redis_url: str, store_url: str, *urls: str) -> None:
     """Crawl *urls* through the shared queue with a lag probe; print figures as JSON."""
     import logging
 
-    from scrapy import Spider
     from scrapy.crawler import CrawlerProcess
 
     from tests.crawling import SETTINGS
     from tests.redis_worker import LagProbe
-
-    class Worker(Spider):
-        name = "latency"
-        pages, first, last = 0, 0.0, 0.0
-        start_urls = urls
-
-        def parse(self, response):
-            self.last = time.time()
-            self.first = self.first or self.last
-            self.pages += 1
 
     class Slow(logging.Handler):
         seen = 0
@@ -114,17 +103,12 @@ def worker(redis_url: str, store_url: str, *urls: str) -> None:
             **SETTINGS,
             "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
             "ROBOTSTXT_REDIS_URL": store_url,
-            "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-            "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
-            "SCHEDULER_PERSIST": True,
-            "REDIS_URL": redis_url,
-            "CONCURRENT_REQUESTS": 32,
-            "LOG_LEVEL": "WARNING",
+            **cluster_settings(redis_url),
         }
     )
     logging.getLogger("scrapy_robots_coccoc.stores").addHandler(Slow())
-    crawler = process.create_crawler(Worker)
-    process.crawl(crawler)
+    crawler = process.create_crawler(PagesSpider)
+    process.crawl(crawler, start_urls=list(urls))
     from twisted.internet import reactor
 
     probe = LagProbe()
