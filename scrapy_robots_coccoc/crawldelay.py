@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from datetime import time as clock
 from typing import TYPE_CHECKING
 
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.task import deferLater
 
 from . import _compat
@@ -88,17 +89,25 @@ class CrawlDelays:
             hold = _compat.slot_hold(engine, request)
             if hold > 0:
                 await self._parking.wait(request, deferLater(reactor, hold))
-            start = await self._reserve(origin, delay)
+            # The store's answer and the turn are awaited parked, as one
+            # wait: a slow store holds no downloader place either.
+            start = await self._parking.wait(request, deferred_from_coro(self._turn(origin, delay)))
             if start is None:
                 return  # a store that does not pace
-            wait = start - time.time()
-            if wait > 0:
-                await self._parking.wait(request, deferLater(reactor, wait))
             if time.time() - start <= self.GRACE * delay:
                 return
             # Woken too late (a stalled reactor, a slow store): a turn used
             # late would squeeze the next one, so take a new one.
             self._crawler.stats.inc_value("robotstxt/crawl_delay/late_turns")
+
+    async def _turn(self, origin: str, delay: float) -> float | None:
+        """Reserve the origin's next turn and sleep until it starts."""
+        from twisted.internet import reactor
+
+        start = await self._reserve(origin, delay)
+        if start is not None and start > time.time():
+            await maybe_deferred_to_future(deferLater(reactor, start - time.time()))
+        return start
 
     def _announce(self, origin: str, written: float, delay: float) -> None:
         if origin not in self._announced and delay:

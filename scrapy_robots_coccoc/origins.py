@@ -43,7 +43,6 @@ def origin_of(request: Request) -> str:
     return f"{parsed.scheme}://{host}:{port}"
 
 
-
 def robots_url(origin: str) -> str:
     """The robots.txt URL of an origin, written without the scheme's default
     port, as a site's own links (and its sitemap URLs) usually are."""

@@ -12,14 +12,15 @@ import logging
 import math
 import sys
 import time
-from collections import OrderedDict, deque
-from collections.abc import Awaitable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
 
 from scrapy import signals
-from twisted.internet.defer import Deferred
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred, DeferredList
 
 from ._robotstxt import RobotsTxt
 from .fetcher import parsed
@@ -290,8 +291,9 @@ class RedisStore:
     RESERVED_TURNS = 256
     #: Reservations tried before a late one is returned all the same.
     RESERVE_ATTEMPTS = 5
-    #: Readings of Redis's clock whose fastest round trip gives its offset.
-    CLOCK_SAMPLE = 32
+    #: Connections opened at once before the crawl starts (script uploads
+    #: and clock readings).
+    WARM_CONNECTIONS = 8
     #: At most this many readings of Redis's clock before the first reservation.
     CLOCK_READINGS = 5
     #: Redis is slow when this many calls, each made after the last one
@@ -325,8 +327,7 @@ class RedisStore:
         self._errors = (redis.RedisError, OSError)
         self._down_until = 0.0
         self._round_trip = 0.0  # smoothed duration of a call, seconds
-        # (round trip, Redis's clock - ours) of the last clock readings.
-        self._clock: deque[tuple[float, float]] = deque(maxlen=self.CLOCK_SAMPLE)
+        self._clock = RedisClock()
         self._clock_known = False
         self._slow_in_a_row = 0  # slow calls, each made after the last ended
         self._slow_until = 0.0  # when the last of them ended
@@ -347,8 +348,29 @@ class RedisStore:
             max_age=2 * longest,
             slow_seconds=settings.getfloat("ROBOTSTXT_REDIS_SLOW_SECONDS", 0.1),
         )
+        crawler.signals.connect(store.warm_up, signal=signals.engine_started)
         crawler.signals.connect(store.close, signal=signals.engine_stopped)
         return store
+
+    async def warm_up(self) -> None:
+        """Before the first request: load the scripts, open a few
+        connections and read Redis's clock, so that the first origins wait
+        one round trip per call, not for uploads, connection handshakes and
+        clock readings too (with Redis 50 ms away, half a second)."""
+        calls = [self._load(source) for source in SCRIPTS.values()]
+        calls += [self._read_clock_once() for _ in range(self.WARM_CONNECTIONS - len(calls))]
+        loaded = await maybe_deferred_to_future(DeferredList(list(map(deferred_from_coro, calls))))
+        if all(success and result for success, result in loaded):
+            await self._know_clock()
+
+    async def _load(self, script: str) -> bool:
+        """Upload a script (else its first call does); False if Redis fails
+        (the first call warns)."""
+        try:
+            await self._redis.load_script(script)
+        except self._errors:
+            return False
+        return True
 
     def peek(self, origin: str) -> OriginState | None:
         """The origin's state if this worker holds it fresh, without I/O."""
@@ -459,29 +481,26 @@ class RedisStore:
 
     async def _know_clock(self) -> bool:
         """Read Redis's clock (every answer of ``read`` and ``claim`` did
-        too) until the two fastest readings agree: the first ones may wait
+        too) until readings stop getting better: the first ones may wait
         for new connections. False if Redis fails."""
         for _ in range(self.CLOCK_READINGS):
-            if len(self._clock) > 1:
-                (fastest, _), (second, _) = sorted(self._clock)[:2]
-                if second <= 1.2 * fastest + 0.001:
-                    break
-            sent = time.time()
-            reading = await self._run("clock", [], [])
-            if reading is None:
+            if self._clock.settled:
+                break
+            if not await self._read_clock_once():
                 return False
-            self._read_clock(sent, int(reading[0]) + int(reading[1]) / 1e6)
         self._clock_known = True
         return True
 
+    async def _read_clock_once(self) -> bool:
+        sent = time.time()
+        reading = await self._run("clock", [], [])
+        if reading is not None:
+            self._read_clock(sent, int(reading[0]) + int(reading[1]) / 1e6)
+        return reading is not None
+
     def _read_clock(self, sent: float, redis_now: float) -> float:
-        """How far Redis's clock is ahead of ours, from the reading with the
-        fastest round trip of late (as NTP does): a reply that waited for a
-        busy reactor or a new connection says little about when Redis read
-        its clock, and must not move a start time."""
-        received = time.time()
-        self._clock.append((received - sent, redis_now - (sent + received) / 2))
-        return min(self._clock)[1]
+        """How far Redis's clock is ahead of ours (see :class:`RedisClock`)."""
+        return self._clock.read(sent, time.time(), redis_now)
 
     def _key(self, origin: str, kind: str) -> str:
         return f"{self._prefix}:{{{origin}}}:{kind}"
@@ -539,6 +558,57 @@ class RedisStore:
         return local
 
 
+class RedisClock:
+    """How far Redis's clock is ahead of ours, read as NTP reads a server's.
+
+    A reading (a call sent at *sent* whose answer says Redis's time) is off
+    by at most half its round trip. The best reading is kept, its bound
+    growing as the clocks may drift apart, and a new one replaces it only
+    when its bound is as tight: a reply that waited for a busy reactor, a
+    queue of calls or a new connection never moves the offset. Once the
+    readings have settled, the offset in use follows the best reading
+    slowly (slews, as NTP does): a step would move every reserved start at
+    once and squeeze the gap between two turns.
+    """
+
+    #: How fast two clocks may drift apart, seconds per second (100 ppm).
+    DRIFT = 1e-4
+    #: How fast the offset in use may move once settled, seconds per second.
+    SLEW = 2e-3
+    #: A reading this much looser than the best (plus half a millisecond)
+    #: still counts as "as good": readings have reached their floor.
+    SETTLED = 1.2
+
+    def __init__(self) -> None:
+        self._error = math.inf  # the best reading's bound when it was read
+        self._best = 0.0  # its offset
+        self._read_at = 0.0
+        self._offset = 0.0  # the offset in use
+        self._moved_at = 0.0
+        self._last_error = math.inf
+        self._readings = 0
+        self._settled = False
+
+    def read(self, sent: float, received: float, redis_now: float) -> float:
+        """Take a reading (a call sent and answered at these times of
+        ours); return the offset in use."""
+        error = (received - sent) / 2
+        self._last_error = error
+        self._readings += 1
+        if error <= self._error + (received - self._read_at) * self.DRIFT:
+            self._error, self._best, self._read_at = error, redis_now - (sent + received) / 2, received
+        step = self.SLEW * (received - self._moved_at) if self._settled else math.inf
+        self._offset += max(-step, min(step, self._best - self._offset))
+        self._moved_at = received
+        self._settled = self._settled or self.settled
+        return self._offset
+
+    @property
+    def settled(self) -> bool:
+        """Whether two readings were taken and the last was about as good as the best."""
+        return self._readings > 1 and self._last_error <= self.SETTLED * self._error + 0.0005
+
+
 def _finite(raw: bytes | None) -> float | None:
     try:
         value = float(raw)  # type: ignore[arg-type]
@@ -556,6 +626,9 @@ class _AsyncioRedis:
 
     async def run(self, script: str, keys: list[str], args: list[Any]) -> Any:
         return await self._scripts[script](keys=keys, args=args)
+
+    async def load_script(self, script: str) -> None:
+        await self._client.script_load(script)
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -575,6 +648,12 @@ class _ThreadedRedis:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="robotstxt-redis")
 
     def run(self, script: str, keys: list[str], args: list[Any]) -> Deferred[Any]:
+        return self._in_thread(self._scripts[script], keys=keys, args=args)
+
+    def load_script(self, script: str) -> Deferred[Any]:
+        return self._in_thread(self._client.script_load, script)
+
+    def _in_thread(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Deferred[Any]:
         answer: Deferred[Any] = Deferred()
 
         def settle(future: Future[Any]) -> None:
@@ -584,7 +663,7 @@ class _ThreadedRedis:
             else:
                 answer.errback(error)
 
-        future = self._pool.submit(self._scripts[script], keys=keys, args=args)
+        future = self._pool.submit(call, *args, **kwargs)
         future.add_done_callback(lambda done: self._reactor.callFromThread(settle, done))
         return answer
 
