@@ -124,12 +124,28 @@ class OriginCoordinator:
             self._start_fetch(origin, request, stale=None, waiters=[waiter])
         return await maybe_deferred_to_future(waiter)
 
-    async def reserve(self, origin: str, spacing: float) -> float | None:
+    def reserve(self, origin: str, spacing: float) -> float | Deferred[float | None] | None:
         """The start of *origin*'s next turn, from the store (see
-        :meth:`.Store.reserve`), guarded like every store call: an answer
-        that makes no sense (not a finite time, or absurdly far) is a
-        WARNING and "now"."""
-        start = await self._call_store("reserve", None, origin, spacing)
+        :meth:`.Store.reserve`): at once from a synchronous store, a
+        Deferred from one that answers later (the caller waits for it
+        parked). Guarded like every store call: an answer that makes no
+        sense (not a finite time, or absurdly far) is a WARNING and "now"."""
+        try:
+            answer = self._store.reserve(origin, spacing)
+        except Exception as exc:
+            return self._store_failed("reserve", origin, exc, None)
+        if isawaitable(answer):
+            return deferred_from_coro(self._believable_later(origin, spacing, answer))
+        return self._believable(origin, spacing, answer)
+
+    async def _believable_later(self, origin: str, spacing: float, answer: Awaitable[float | None]) -> float | None:
+        try:
+            start = await self._bounded(answer)
+        except Exception as exc:
+            return self._store_failed("reserve", origin, exc, None)
+        return self._believable(origin, spacing, start)
+
+    def _believable(self, origin: str, spacing: float, start: Any) -> float | None:
         now = time.time()
         if start is None or (_finite(start) and start <= now + max(60.0, 100 * spacing)):
             return start

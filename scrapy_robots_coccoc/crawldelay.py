@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime, timezone
 from datetime import time as clock
 from typing import TYPE_CHECKING
 
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
 from . import _compat
@@ -49,7 +50,7 @@ class CrawlDelays:
         self,
         crawler: Crawler,
         max_delay: float,
-        reserve: Callable[[str, float], Awaitable[float | None]],
+        reserve: Callable[[str, float], float | Deferred[float | None] | None],
         parking: Parking,
         max_origins: int,
     ) -> None:
@@ -89,9 +90,11 @@ class CrawlDelays:
             hold = _compat.slot_hold(engine, request)
             if hold > 0:
                 await self._parking.wait(request, deferLater(reactor, hold))
-            # The store's answer and the turn are awaited parked, as one
-            # wait: a slow store holds no downloader place either.
-            start = await self._parking.wait(request, deferred_from_coro(self._turn(origin, delay)))
+            start = self._reserve(origin, delay)
+            if isinstance(start, Deferred) or (start is not None and start > time.time()):
+                # The store's answer and the turn, awaited as one parked
+                # wait: a slow store holds no downloader place either.
+                start = await self._parking.wait(request, deferred_from_coro(self._turn(start)))
             if start is None:
                 return  # a store that does not pace
             if time.time() - start <= self.GRACE * delay:
@@ -100,11 +103,11 @@ class CrawlDelays:
             # late would squeeze the next one, so take a new one.
             self._crawler.stats.inc_value("robotstxt/crawl_delay/late_turns")
 
-    async def _turn(self, origin: str, delay: float) -> float | None:
-        """Reserve the origin's next turn and sleep until it starts."""
+    async def _turn(self, reserved: float | Deferred[float | None] | None) -> float | None:
+        """Wait for the store's answer, then until the turn it gives starts."""
         from twisted.internet import reactor
 
-        start = await self._reserve(origin, delay)
+        start = await maybe_deferred_to_future(reserved) if isinstance(reserved, Deferred) else reserved
         if start is not None and start > time.time():
             await maybe_deferred_to_future(deferLater(reactor, start - time.time()))
         return start
