@@ -41,7 +41,10 @@ class CrawlDelays:
     refresh that changes the delay paces the next request by the new one.
     """
 
-    #: A turn is used at most this share of the delay late (see :meth:`.Store.reserve`).
+    #: A turn is used at most this share of the delay late (see
+    #: :meth:`.Store.reserve`), and turns are reserved this share more than
+    #: the delay apart: a turn used that late still starts a full delay
+    #: after the one before.
     GRACE = 0.05
     #: Turns taken again at most this many times when woken late.
     MAX_TURNS = 5
@@ -90,7 +93,7 @@ class CrawlDelays:
             hold = _compat.slot_hold(engine, request)
             if hold > 0:
                 await self._parking.wait(request, deferLater(reactor, hold))
-            start = self._reserve(origin, delay)
+            start = self._reserve(origin, delay * (1 + self.GRACE))
             if isinstance(start, Deferred) or (start is not None and start > time.time()):
                 # The store's answer and the turn, awaited as one parked
                 # wait: a slow store holds no downloader place either.

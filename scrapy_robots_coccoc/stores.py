@@ -471,7 +471,8 @@ class RedisStore:
             redis_start, redis_now, problem = answer
             if problem:
                 self._unreadable(origin, "next", problem.decode(errors="replace"), None)
-            start = float(redis_start) - self._read_clock(sent, float(redis_now))
+            self._read_clock(sent, float(redis_now))
+            start = float(redis_start) - self._clock.turn_offset()
             self._local.reserved_until(origin, start + spacing)  # should Redis fail
             if start >= time.time():
                 break
@@ -498,9 +499,8 @@ class RedisStore:
             self._read_clock(sent, int(reading[0]) + int(reading[1]) / 1e6)
         return reading is not None
 
-    def _read_clock(self, sent: float, redis_now: float) -> float:
-        """How far Redis's clock is ahead of ours (see :class:`RedisClock`)."""
-        return self._clock.read(sent, time.time(), redis_now)
+    def _read_clock(self, sent: float, redis_now: float) -> None:
+        self._clock.read(sent, time.time(), redis_now)
 
     def _key(self, origin: str, kind: str) -> str:
         return f"{self._prefix}:{{{origin}}}:{kind}"
@@ -565,15 +565,15 @@ class RedisClock:
     by at most half its round trip. The best reading is kept, its bound
     growing as the clocks may drift apart, and a new one replaces it only
     when its bound is as tight: a reply that waited for a busy reactor, a
-    queue of calls or a new connection never moves the offset. Once the
-    readings have settled, the offset in use follows the best reading
+    queue of calls or a new connection never moves the offset. Once a
+    turn has been timed by it, the offset in use follows the best reading
     slowly (slews, as NTP does): a step would move every reserved start at
     once and squeeze the gap between two turns.
     """
 
     #: How fast two clocks may drift apart, seconds per second (100 ppm).
     DRIFT = 1e-4
-    #: How fast the offset in use may move once settled, seconds per second.
+    #: How fast the offset in use may move once turns use it, seconds per second.
     SLEW = 2e-3
     #: A reading this much looser than the best (plus half a millisecond)
     #: still counts as "as good": readings have reached their floor.
@@ -587,20 +587,22 @@ class RedisClock:
         self._moved_at = 0.0
         self._last_error = math.inf
         self._readings = 0
-        self._settled = False
+        self._timing_turns = False
 
-    def read(self, sent: float, received: float, redis_now: float) -> float:
-        """Take a reading (a call sent and answered at these times of
-        ours); return the offset in use."""
+    def read(self, sent: float, received: float, redis_now: float) -> None:
+        """Take a reading: a call sent and answered at these times of ours."""
         error = (received - sent) / 2
         self._last_error = error
         self._readings += 1
         if error <= self._error + (received - self._read_at) * self.DRIFT:
             self._error, self._best, self._read_at = error, redis_now - (sent + received) / 2, received
-        step = self.SLEW * (received - self._moved_at) if self._settled else math.inf
+        step = self.SLEW * (received - self._moved_at) if self._timing_turns else math.inf
         self._offset += max(-step, min(step, self._best - self._offset))
         self._moved_at = received
-        self._settled = self._settled or self.settled
+
+    def turn_offset(self) -> float:
+        """The offset to time a turn by; from now on it only slews."""
+        self._timing_turns = True
         return self._offset
 
     @property
