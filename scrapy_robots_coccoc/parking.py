@@ -21,7 +21,7 @@ from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.task import LoopingCall
+from twisted.internet.task import LoopingCall, deferLater
 
 from . import _compat
 
@@ -55,6 +55,9 @@ class Parking:
         # the parked ones among them count against the bound.
         self._waiting: dict[Request, Deferred[Any]] = {}
         self._parked: set[Request] = set()
+        # Parked requests still in the active set until the next reactor
+        # turn (see _leave_soon).
+        self._leaving: set[Request] = set()
         # Requests done waiting, in turn for a place in the downloader.
         self._returning: deque[tuple[Request, Deferred[None]]] = deque()
         self._closing = False
@@ -76,10 +79,9 @@ class Parking:
         parks = request in active and len(self._parked) < self._max_parked
         self._waiting[request] = deferred
         if parks:
-            active.discard(request)
             self._parked.add(request)
             self._crawler.stats.inc_value("robotstxt/parked")
-            _compat.wake_engine(engine)  # the engine may start another request now
+            self._leave_soon(request)
         if not self._watch.running:
             self._watch.start(self.WATCH_SECONDS, now=False)
         try:
@@ -88,7 +90,9 @@ class Parking:
             finally:
                 del self._waiting[request]
                 self._parked.discard(request)
-            if parks:
+                left = parks and request not in self._leaving
+                self._leaving.discard(request)
+            if left:
                 await self._return(request, active)
             return result
         except (CancelledError, asyncio.CancelledError):
@@ -98,6 +102,28 @@ class Parking:
         finally:
             if parks:
                 active.add(request)
+
+    def _leave_soon(self, request: Request) -> None:
+        """Take *request* out of the active set on the next reactor turn,
+        with every request parked in this one. Taken out at once, the
+        engine would fill its place in the same turn, and the next, and so
+        on: a few hundred queued requests would all enter the middlewares
+        in one turn and stall the reactor for tenths of a second; this way
+        a turn lets at most ``CONCURRENT_REQUESTS`` in."""
+        if not self._leaving:
+            from twisted.internet import reactor
+
+            deferLater(reactor, 0, self._leave)
+        self._leaving.add(request)
+
+    def _leave(self) -> None:
+        engine = self._crawler.engine
+        if engine is None or not self._leaving:
+            return
+        active = _compat.downloader_active(engine)
+        active.difference_update(self._leaving)
+        self._leaving.clear()
+        _compat.wake_engine(engine)  # the engine may start other requests now
 
     async def _return(self, request: Request, active: set[Request]) -> None:
         """Wait for a place in the downloader, unless one is free now."""

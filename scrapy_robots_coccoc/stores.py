@@ -231,13 +231,15 @@ return {claim(), t[1], t[2]}
     # Reserve the next start of a paced origin on Redis's clock, so that
     # workers on different machines agree: no earlier than *lead* seconds
     # from now (the answer's way back), at least *spacing* after the last
-    # reserved start. Returns {start, Redis's now, problem with the stored
-    # value or ''}; an unreadable or unbelievably far "next" is ignored.
-    # ARGV: spacing, lead, the farthest believable next start from now.
+    # reserved start; *count* turns in a row, *spacing* apart. Returns
+    # {first start, Redis's now, problem with the stored value or ''}; an
+    # unreadable or unbelievably far "next" is ignored.
+    # ARGV: spacing, lead, the farthest believable next start from now, count.
     "reserve": """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local spacing, lead, horizon = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local count = tonumber(ARGV[4]) or 1
 local raw = redis.pcall('GET', KEYS[1])
 local after, problem = 0, ''
 if type(raw) == 'table' then
@@ -250,8 +252,8 @@ elseif raw then
   end
 end
 local start = math.max(now + lead, after)
-redis.call('SET', KEYS[1], string.format('%.6f', start + spacing),
-  'PX', math.ceil((start + spacing - now) * 1000) + 60000)
+local next = start + count * spacing
+redis.call('SET', KEYS[1], string.format('%.6f', next), 'PX', math.ceil((next - now) * 1000) + 60000)
 return {string.format('%.6f', start), string.format('%.6f', now), problem}
 """,
     "clock": "return redis.call('TIME')",
@@ -333,6 +335,9 @@ class RedisStore:
         self._slow_until = 0.0  # when the last of them ended
         self._warned_slow = False
         self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Origin -> (spacing, callers) of the turns asked for while a
+        # reservation for it is under way: the next call reserves them all.
+        self._queued: dict[str, tuple[float, list[Deferred[float]]]] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -457,27 +462,62 @@ class RedisStore:
         return claimed != 0
 
     async def _reserve_shared(self, origin: str, spacing: float) -> float:
+        """A turn from Redis. Turns asked for at once are reserved together,
+        one call per origin at a time: a burst of an origin's requests (a
+        page's links) costs a round trip or two, not a connection each."""
+        turn: Deferred[float] = Deferred()
+        queued = self._queued.get(origin)
+        if queued is not None:
+            self._queued[origin] = (max(spacing, queued[0]), [*queued[1], turn])
+        else:
+            self._queued[origin] = (spacing, [turn])
+            deferred_from_coro(self._reserve_queued(origin))
+        return await maybe_deferred_to_future(turn)
+
+    async def _reserve_queued(self, origin: str) -> None:
+        """Reserve the turns queued for *origin*, batch after batch, until none is left."""
+        while origin in self._queued:
+            spacing, turns = self._queued[origin]
+            try:
+                start = await self._reserve_turns(origin, spacing, len(turns))
+            except Exception as exc:
+                for turn in turns:
+                    if not turn.called:  # a caller may have given up (cancelled) its turn
+                        turn.errback(exc)
+            else:
+                for index, turn in enumerate(turns):
+                    if not turn.called:
+                        turn.callback(start + index * spacing)
+            if self._queued[origin][1] is turns:
+                del self._queued[origin]  # nothing asked for meanwhile
+            else:
+                later = self._queued[origin][1][len(turns) :]
+                self._queued[origin] = (self._queued[origin][0], later)
+
+    async def _reserve_turns(self, origin: str, spacing: float, count: int) -> float:
+        """The first of *count* consecutive turns, *spacing* apart."""
         if not self._clock_known and not await self._know_clock():
-            return self._local.reserve(origin, spacing)
+            return self._local.reserve(origin, count * spacing)
         horizon = max(60.0, self.RESERVED_TURNS * spacing)
         for _ in range(self.RESERVE_ATTEMPTS):
             # Ask for a start the answer can reach in time: its way back
             # (half a round trip) with as much again to spare, plus 5 ms.
             lead = min(self._round_trip + 0.005, 1.0)
             sent = time.time()
-            answer = await self._run("reserve", [self._key(origin, "next")], [repr(spacing), repr(lead), repr(horizon)])
+            args = [repr(spacing), repr(lead), repr(horizon), count]
+            answer = await self._run("reserve", [self._key(origin, "next")], args)
             if answer is None:
-                return self._local.reserve(origin, spacing)
+                return self._local.reserve(origin, count * spacing)
             redis_start, redis_now, problem = answer
             if problem:
                 self._unreadable(origin, "next", problem.decode(errors="replace"), None)
             self._read_clock(sent, float(redis_now))
             start = float(redis_start) - self._clock.turn_offset()
-            self._local.reserved_until(origin, start + spacing)  # should Redis fail
+            self._local.reserved_until(origin, start + count * spacing)  # should Redis fail
             if start >= time.time():
                 break
-            # The answer came after the turn began: using it late would
-            # squeeze the next turn, so it is given up.
+            # The answer came after the first turn began: using it late
+            # would squeeze the next turn, so the turns are given up.
         return start
 
     async def _know_clock(self) -> bool:

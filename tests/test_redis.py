@@ -302,6 +302,28 @@ async def test_reserved_turns_stay_apart_across_workers_stalls_and_restarts(new_
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_burst_of_turns_for_one_origin_is_reserved_in_a_call_or_two(redis_server, new_store):
+    """A page's 30 links to a paced origin ask for turns at once: they are
+    reserved together, consecutive and spacing apart, not one call (and one
+    new connection) each."""
+    from twisted.internet import defer
+
+    store = new_store()
+    await settle(store.warm_up())
+
+    def calls() -> int:
+        return redis_server.client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+
+    before = calls()
+    starts = await defer.gatherResults([defer.ensureDeferred(settle(store.reserve(ORIGIN, 0.1))) for _ in range(30)])
+    assert calls() - before <= 2
+    gaps = [b - a for a, b in pairwise(sorted(starts))]
+    assert gaps == pytest.approx([0.1] * 29, abs=1e-6)
+    # The next turn comes after all of them, from any worker.
+    assert await settle(new_store().reserve(ORIGIN, 0.1)) == pytest.approx(max(starts) + 0.1, abs=0.01)
+
+
+@pytest_twisted.ensureDeferred
 async def test_without_redis_a_worker_paces_alone_and_answers_at_once(new_store, caplog):
     store = new_store(f"redis://127.0.0.1:{free_port()}/0")
     first = await settle(store.reserve(ORIGIN, 0.5))  # finds Redis down
