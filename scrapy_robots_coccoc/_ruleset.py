@@ -10,7 +10,8 @@ import threading
 from array import array
 from bisect import bisect_left
 from datetime import time
-from itertools import compress
+from itertools import compress, repeat
+from operator import contains, itemgetter
 from typing import NamedTuple
 
 from ._urlpattern import in_normal_form, normalize_lines, split_wildcard, wildcard_rest_matches
@@ -109,42 +110,70 @@ def _fields(kinds: range) -> bytes:
 
 
 MEMBER_LINE = re.compile(field_line(_fields(range(5))))
-# One match per line, the first included: the Allow (Disallow) value, empty
-# on any other line, so that a rule's index is its line.
-_ALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_ALLOW, _ALLOW + 1)), False))
-_DISALLOW_LINES = re.compile(rb"\n(?:[ \t]*%s|)" % _field(_fields(range(_DISALLOW, _DISALLOW + 1)), False))
-_EXTENSION_LINE = re.compile(field_line(_fields(range(_CRAWL_DELAY, 5))))
-_SPACES = (b" ", b"\t", b"\x0b", b"\x0c")
-_TRAILING_SPACE = re.compile(rb"[ \t\x0b\x0c]+$", re.MULTILINE)
-# A line of the normal form holding a wildcard pattern.
-_WILDCARD = re.compile(r"\n([^\n*$]*(?:\*[^\n]*|\$))(?=\n)")
+#: How a line of a rule set's text starts: Allow sorts after Disallow, so
+#: that sorting patterns puts Allow first among equally long ones.
+ALLOW_MARK, DISALLOW_MARK = "+", "!"
+_COMMENT = re.compile(rb"#[^\n]*")
+# While a rule set's text is read, NUL (which the text cannot hold then)
+# starts exactly the lines not read yet.
+_UNREAD = b"\x00"
+
+
+def _unread_field(fields: bytes) -> bytes:
+    """The regular expression of an unread line holding one of *fields*, up
+    to its value (see :func:`field_line`; comments are gone by then)."""
+    separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:]+[ \t]*\n))[ \t]*"
+    return _UNREAD + rb"[ \t]*(" + fold_case(fields) + rb")" + separator
+
+
+_ALLOW_FIELD = re.compile(_unread_field(_fields(range(_ALLOW, _ALLOW + 1))) + rb"(?=\S)")
+_DISALLOW_FIELD = re.compile(_unread_field(_fields(range(_DISALLOW, _DISALLOW + 1))) + rb"(?=\S)")
+_EXTENSION_FIELD = re.compile(_unread_field(_fields(range(_CRAWL_DELAY, 5))) + rb"((?=\S)[^\n]*|)")
+_UNREAD_LINE = re.compile(_UNREAD + rb"[^\n]*")
+_VALUE_END_SPACE = re.compile(rb"[ \t\x0b\x0c]+$", re.MULTILINE)
 # Above this many characters of rules, plain patterns are found through a
 # sorted array of their hashes instead of searching the rule text.
 _INDEXED_CHARS = 1024
+# Past this many plain patterns, nearly every bit of the Bloom filter is set.
+_BLOOM_KEYS = 512
+_ALL_BITS = (1 << 256) - 1
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _WINDOW = re.compile(r"(\d{1,2}):?(\d\d)\s*(?:-|\s)\s*(\d{1,2}):?(\d\d)")
+# Helpers that let map() and compress() run at C speed.
+_PATTERN_OF_LINE = itemgetter(slice(1, None))
+_BIT = (1).__lshift__
+_LOW_BYTE = (255).__and__
+# Pattern lengths from the lengths of their lines, which count the mark.
+_MINUS_ONE = bytes([0, *range(255)])
 
 
-def _rule_text(values: list[bytes], lengths: set[int]) -> str:
-    """Return line-aligned rule values as one string in the normal form, led
-    and ended by a newline, and add the lengths of its plain patterns to
-    *lengths*: a check looks the path's prefixes of those lengths up, and a
-    wildcard pattern is never such a prefix (a path holds no "*" nor "$")."""
-    joined = b"\n".join(values)
-    if b" \n" in joined or b"\t\n" in joined or b"\x0b\n" in joined or b"\x0c\n" in joined or joined.endswith(_SPACES):
-        joined = _TRAILING_SPACE.sub(b"", joined)
-    text = joined.decode("ascii") if in_normal_form(joined) else normalize_lines(joined)
-    lines = text.split("\n")
-    if "*" in text or "$" in text:
-        lengths.update(len(line) for line in lines if "*" not in line and line[-1:] != "$")
-    else:
-        lengths.update(map(len, lines))
-    return "\n" + text + "\n"
+def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
+    """Return the lines of *text* (led and ended by a newline) as rule lines
+    in the normal form, one line per line: a rule is its mark and pattern,
+    any other line is empty; and the (field, value) of its extension lines.
 
-
-def _wildcards(text: str) -> list[str]:
-    """The wildcard patterns among the lines of *text*."""
-    return _WILDCARD.findall(text) if "*" in text or "$" in text else []
+    C-speed passes over the whole text rather than one match per line: the
+    common ``Disallow: /…`` and ``Allow: /…`` are plain replacements, and the
+    regular expressions only try the lines these leave.
+    """
+    if b"#" in text:
+        text = _COMMENT.sub(b"", text)
+    if _UNREAD in text:
+        # The normal form of NUL.
+        text = text.replace(_UNREAD, b"%00")
+    text = text.replace(b"\n", b"\n" + _UNREAD)
+    text = text.replace(_UNREAD + b"Disallow: /", b"!/").replace(_UNREAD + b"Allow: /", b"+/")
+    text = _DISALLOW_FIELD.sub(DISALLOW_MARK.encode(), text)
+    text = _ALLOW_FIELD.sub(ALLOW_MARK.encode(), text)
+    extensions = _EXTENSION_FIELD.findall(text)
+    # An empty Disallow allows everything and an empty Allow is ignored:
+    # neither is kept, like every other line.
+    text = _UNREAD_LINE.sub(b"", text)
+    if b" \n" in text or b"\t\n" in text or b"\x0b" in text or b"\x0c" in text:
+        # Values end at any white space; a line without a colon was read
+        # only when its value ended the line but for spaces and tabs.
+        text = _VALUE_END_SPACE.sub(b"", text)
+    return (text.decode("ascii") if in_normal_form(text) else normalize_lines(text)), extensions
 
 
 #: Bytes the split wildcard patterns of all rule sets may hold together:
@@ -165,7 +194,7 @@ _SPLIT_LOCK = threading.Lock()
 
 
 def _split(wildcards: str) -> _Split:
-    """Split *wildcards*, one pattern a line led by ``+`` (Allow) or ``-``,
+    """Split *wildcards*, one pattern a line led by its mark (see RuleSet),
     longest first; a pattern's rank is twice its length, plus one for Allow,
     which wins a tie (RFC 9309 §2.2.2)."""
     global _split_bytes
@@ -174,7 +203,7 @@ def _split(wildcards: str) -> _Split:
     for line in wildcards.split("\n"):
         head, needle, rest = split_wildcard(line[1:])
         needles.append(needle)
-        rules.append((2 * len(line) - 2 + (line[0] == "+"), head, rest, offset))
+        rules.append((2 * len(line) - 2 + (line[0] == ALLOW_MARK), head, rest, offset))
         offset += len(line) + 1
     # Roughly the bytes held (the corpus's sets within 3%), without the
     # cost of measuring each object.
@@ -192,22 +221,22 @@ def _split(wildcards: str) -> _Split:
 class RuleSet:
     """What a robot obeys once its group is chosen, held compactly.
 
-    The Allow and the Disallow values are each one string, one line per line
-    of the group (empty when the line holds no such rule), in the normal
-    form: no object per rule, and a rule's line number is its index. A plain
-    pattern (no ``*``, no final ``$``) matches when it is a prefix of the
-    path, so the longest one is found by looking the path's prefixes of
-    each pattern length up in those strings, after a Bloom filter of their
-    hashes (and a sorted array of them when they are long); wildcard
-    patterns are tried longest first, only while they can still beat that.
+    The rules are one string, one line per line of the group: a rule is its
+    mark (ALLOW_MARK or DISALLOW_MARK) and its pattern in the normal form,
+    any other line is empty. No object per rule, and a rule's line number is
+    its index. A plain pattern (no ``*``, no final ``$``) matches when it is
+    a prefix of the path, so the longest one is found by looking the path's
+    prefixes of each pattern length up in that string, after a Bloom filter
+    of their hashes (and a sorted array of them when they are long);
+    wildcard patterns are tried longest first, only while they can still
+    beat that.
     """
 
     __slots__ = (
-        "_allow",
         "_bloom",
-        "_disallow",
         "_hashes",
         "_lengths",
+        "_rules",
         "_starts",
         "_wildcards",
         "agent",
@@ -223,50 +252,57 @@ class RuleSet:
         self.visit_time: VisitTime | None = None
         # Each section starts with a line number and the rest of its
         # User-agent line, which the leading newline makes a line (no rule).
-        text = b"\n" + b"\n".join(sections)
-        for field, value in _EXTENSION_LINE.findall(text):
+        self._rules, extensions = _rule_lines(b"\n%b\n" % b"\n".join(sections))
+        for field, value in extensions:
             self._read_extension(MEMBER_FIELDS[field.lower()], value.decode("ascii", "replace"))
         # (first line index, line number of that line) of every section.
-        starts: list[int] = []
-        index = 0
-        for section in sections:
-            starts += (index, int(_LINE_NUMBER.match(section)[0]))  # type: ignore[index]
-            index += section.count(b"\n") + 1
-        self._starts = tuple(starts)
-        lengths: set[int] = set()
-        self._allow = allow = _rule_text(_ALLOW_LINES.findall(text), lengths)
-        self._disallow = disallow = _rule_text(_DISALLOW_LINES.findall(text), lengths)
-        # An empty Disallow allows everything; an empty Allow is ignored.
-        lengths.discard(0)
-        # Longest first, and Allow before Disallow of the same length (RFC 9309 §2.2.2).
-        # Each pattern once, whatever a file repeats.
-        wildcards = sorted(
-            {(len(p), True, p) for p in _wildcards(allow)} | {(len(p), False, p) for p in _wildcards(disallow)},
-            reverse=True,
-        )
-        # One string rather than an object per rule, each pattern led by its
-        # kind; a check finds it split in _SPLIT.
-        self._wildcards = "\n".join(("+" if allow else "-") + p for _, allow, p in wildcards)
-        # Bytes when every length fits one: a fifth of a tuple's size.
-        ordered = sorted(lengths, reverse=True)
-        self._lengths: bytes | tuple[int, ...] = bytes(ordered) if not ordered or ordered[0] < 256 else tuple(ordered)
+        if len(sections) == 1:
+            self._starts: tuple[int, ...] = (0, int(_LINE_NUMBER.match(sections[0])[0]))  # type: ignore[index]
+        else:
+            starts: list[int] = []
+            index = 0
+            for section in sections:
+                starts += (index, int(_LINE_NUMBER.match(section)[0]))  # type: ignore[index]
+                index += section.count(b"\n") + 1
+            self._starts = tuple(starts)
         self._index()
 
     def _index(self) -> None:
-        allow, disallow = self._allow, self._disallow
-        keys = map(hash, {*allow.split("\n"), *disallow.split("\n")})
-        hashes = array("q", sorted(keys)) if len(allow) + len(disallow) > _INDEXED_CHARS else None
-        self._hashes = hashes
+        """Find the wildcard patterns, and index the lengths and hashes of the
+        plain ones; what is kept is their text, these are derived from it."""
+        rules = self._rules
+        patterns = set(rules.split("\n"))
+        patterns.discard("")
+        self._wildcards = ""
+        if "*" in rules or "$" in rules:
+            # An inner "$" is %24 in the normal form: "$" ends its line.
+            lines = list(patterns)
+            wildcards = {
+                *compress(lines, map(contains, lines, repeat("*"))),
+                *compress(lines, map(contains, lines, repeat("$"))),
+            }
+            if wildcards:
+                patterns -= wildcards
+                # Longest first, and Allow before Disallow of the same length
+                # (RFC 9309 §2.2.2), each pattern once; a check finds them
+                # split in _SPLIT.
+                self._wildcards = "\n".join(sorted(sorted(wildcards, reverse=True), key=len, reverse=True))
+        # Bytes when every length fits one: a fifth of a tuple's size.
+        ordered = sorted(set(map(len, patterns)), reverse=True)
+        if not ordered or ordered[0] < 256:
+            self._lengths: bytes | tuple[int, ...] = bytes(ordered).translate(_MINUS_ONE)
+        else:
+            self._lengths = tuple(length - 1 for length in ordered)
+        keys = list(map(hash, map(_PATTERN_OF_LINE, patterns)))
         # A 256-bit Bloom filter of the patterns: most prefixes of a path are
         # no pattern, and a bit test costs less than searching the text.
-        bloom = 0
-        for key in keys if hashes is None else hashes:
-            bloom |= 1 << (key & 255)
-        self._bloom = bloom
+        self._bloom = sum(map(_BIT, set(map(_LOW_BYTE, keys)))) if len(keys) <= _BLOOM_KEYS else _ALL_BITS
+        self._hashes = array("q", sorted(keys)) if len(rules) > _INDEXED_CHARS else None
 
     def __getstate__(self) -> dict[str, object]:
         # String hashes differ from process to process: the index is rebuilt.
-        return {name: getattr(self, name) for name in self.__slots__ if name not in ("_bloom", "_hashes")}
+        derived = ("_bloom", "_hashes", "_lengths", "_wildcards")
+        return {name: getattr(self, name) for name in self.__slots__ if name not in derived}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         for name, value in state.items():
@@ -290,7 +326,7 @@ class RuleSet:
         best: tuple[bool, str] | None = None
         best_length = -1
         size = len(path)
-        hashes, bloom, allow, disallow = self._hashes, self._bloom, self._allow, self._disallow
+        hashes, bloom, rules = self._hashes, self._bloom, self._rules
         for length in self._lengths:
             if length > size:
                 continue
@@ -302,21 +338,20 @@ class RuleSet:
                 found = bisect_left(hashes, key)
                 if found == len(hashes) or hashes[found] != key:
                     continue
-            line = f"\n{prefix}\n"
-            if line in allow:
+            if f"\n+{prefix}\n" in rules:
                 best, best_length = (True, prefix), length
                 break
-            if line in disallow:
+            if f"\n!{prefix}\n" in rules:
                 best, best_length = (False, prefix), length
                 break
         wildcards = self._wildcards
         if not wildcards:
             return best
-        _, needles, rules = _SPLIT.get(wildcards) or _split(wildcards)
+        _, needles, split = _SPLIT.get(wildcards) or _split(wildcards)
         best_rank = 2 * best_length + (best is not None and best[0])
         # Only the patterns whose literal the path holds are looked at, the
         # others skipped at C speed.
-        for rank, head, rest, offset in compress(rules, map(path.__contains__, needles)):
+        for rank, head, rest, offset in compress(split, map(path.__contains__, needles)):
             if rank <= best_rank:
                 break
             if path.startswith(head) and wildcard_rest_matches(head, rest, path):
@@ -331,8 +366,9 @@ class RuleSet:
     def _line_of(self, allow: bool, pattern: str) -> int:
         # Line numbers are only wanted to explain a decision: the rule's
         # index among the lines, mapped to the file through its section.
-        text = self._allow if allow else self._disallow
-        index = text.count("\n", 0, text.index("\n" + pattern + "\n"))
+        rules = self._rules
+        mark = ALLOW_MARK if allow else DISALLOW_MARK
+        index = rules.count("\n", 0, rules.index(f"\n{mark}{pattern}\n"))
         starts = self._starts
         position = 0
         while position + 2 < len(starts) and starts[position + 2] <= index:
@@ -341,15 +377,7 @@ class RuleSet:
 
     def footprint(self) -> int:
         """Roughly the bytes this rule set holds, for stores bounded in bytes."""
-        held = (
-            self,
-            self._allow,
-            self._bloom,
-            self._disallow,
-            self._starts,
-            self._lengths,
-            self._wildcards,
-        )
+        held = (self, self._rules, self._bloom, self._starts, self._lengths, self._wildcards)
         size = sum(map(sys.getsizeof, held))
         return size + (0 if self._hashes is None else sys.getsizeof(self._hashes))
 
