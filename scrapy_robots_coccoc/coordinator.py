@@ -8,6 +8,7 @@ signal handler, a cancellation), every waiting request is released in one
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import deferLater
+from twisted.python.failure import Failure
 
 from . import _compat
 from .exceptions import RobotsTxtFault
@@ -135,19 +137,15 @@ class OriginCoordinator:
         except Exception as exc:
             return self._store_failed("reserve", origin, exc, None)
         if isawaitable(answer):
-            return deferred_from_coro(self._believable_later(origin, spacing, answer))
+            later = deferred_from_coro(self._answer("reserve", origin, answer, None))
+            return later.addCallback(lambda start: self._believable(origin, spacing, start))
         return self._believable(origin, spacing, answer)
 
-    async def _believable_later(self, origin: str, spacing: float, answer: Awaitable[float | None]) -> float | None:
-        try:
-            start = await self._bounded(answer)
-        except Exception as exc:
-            return self._store_failed("reserve", origin, exc, None)
-        return self._believable(origin, spacing, start)
-
     def _believable(self, origin: str, spacing: float, start: Any) -> float | None:
+        # Turns of every request waiting for an origin may legitimately be
+        # this far ahead; 1e12 (year 33,658) is not.
         now = time.time()
-        if start is None or (_finite(start) and start <= now + max(60.0, 100 * spacing)):
+        if start is None or (_finite(start) and start <= now + max(3600.0, 1000 * spacing)):
             return start
         self._store_failed("reserve", origin, ValueError(f"unbelievable start {start!r}"), None)
         return now
@@ -329,10 +327,10 @@ class OriginCoordinator:
         *default*, never an exception that could strand waiting requests."""
         try:
             result = getattr(self._store, method)(*args)
-            if isawaitable(result):
-                result = await self._bounded(result)
         except Exception as exc:
             return self._store_failed(method, args[0], exc, default)
+        if isawaitable(result):
+            result = await self._answer(method, args[0], result, default)
         return self._readable(args[0], result) if method == "get" else result
 
     def _call_store_later(self, method: str, *args: Any) -> None:
@@ -343,19 +341,22 @@ class OriginCoordinator:
             self._store_failed(method, args[0], exc, None)
             return
         if isawaitable(result):
-            deferred_from_coro(self._call_later_answer(method, args[0], result))
+            deferred_from_coro(self._answer(method, args[0], result, None))
 
-    async def _call_later_answer(self, method: str, origin: str, answer: Awaitable[Any]) -> None:
-        try:
-            await self._bounded(answer)
-        except Exception as exc:
-            self._store_failed(method, origin, exc, None)
-
-    async def _bounded(self, answer: Awaitable[Any]) -> Any:
-        """A store's answer, awaited for at most ``ROBOTSTXT_STORE_TIMEOUT``."""
+    async def _answer(self, method: str, origin: str, answer: Awaitable[Any], default: Any) -> Any:
+        """A store's asynchronous answer, awaited for at most
+        ``ROBOTSTXT_STORE_TIMEOUT``; its failure is a WARNING and *default*.
+        A cancellation is not a failure: the waiting request is leaving (the
+        spider closes), and must learn it rather than go on unpaced."""
         from twisted.internet import reactor
 
-        return await maybe_deferred_to_future(deferred_from_coro(answer).addTimeout(self._store_seconds, reactor))
+        bounded = deferred_from_coro(answer).addTimeout(self._store_seconds, reactor, onTimeoutCancel=_timed_out)
+        try:
+            return await maybe_deferred_to_future(bounded)
+        except CancelledError:
+            raise
+        except Exception as exc:
+            return self._store_failed(method, origin, exc, default)
 
     def _checked(self, method: str, call: Any, origin: str) -> OriginState | None:
         """A synchronous read of the store, with the same guards."""
@@ -386,6 +387,15 @@ class OriginCoordinator:
             extra={"spider": self._crawler.spider},
         )
         return None
+
+
+def _timed_out(result: Any, timeout: float) -> Any:
+    """What a store call cancelled by its timeout ends with: TimeoutError,
+    whether the cancellation came out as Twisted's or (a coroutine on the
+    asyncio loop) as asyncio's, which Twisted's own conversion lets through."""
+    if isinstance(result, Failure) and result.check(CancelledError, asyncio.CancelledError):
+        raise TimeoutError(f"the store did not answer within {timeout} s")
+    return result
 
 
 def _finite(value: Any) -> bool:

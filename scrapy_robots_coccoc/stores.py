@@ -514,10 +514,11 @@ class RedisStore:
             self._read_clock(sent, float(redis_now))
             start = float(redis_start) - self._clock.turn_offset()
             self._local.reserved_until(origin, start + count * spacing)  # should Redis fail
-            if start >= time.time():
+            if start >= time.time() or count > 1:
                 break
-            # The answer came after the first turn began: using it late
-            # would squeeze the next turn, so the turns are given up.
+            # The answer came after the turn began: using it late would
+            # squeeze the next turn, so it is given up. (Of a batch, only
+            # the turns already begun are given up, by their callers.)
         return start
 
     async def _know_clock(self) -> bool:

@@ -143,3 +143,17 @@ async def test_the_projects_own_delay_is_not_added_to_the_crawl_delay(sites):
     assert len(crawler.spider.crawled) == 4
     gaps = site.gaps()
     assert min(gaps) >= 1.45 and max(gaps) < 1.9, gaps  # the stricter of the two, not their sum
+
+
+@pytest_twisted.ensureDeferred
+async def test_150_requests_waiting_for_one_origin_all_keep_its_delay(sites):
+    """The last of 150 turns at Crawl-delay 1 is 150 s ahead: a legitimate
+    start, not a store's nonsense to replace by "now". The spider closes
+    after 3 s; the waiting requests go back to the scheduler."""
+    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 1\n"))
+    urls = [site.url(f"/p{i}") for i in range(150)]
+    crawler = await crawl({"CLOSESPIDER_TIMEOUT": 3}, urls=urls, follow=False)
+    assert 2 <= len(crawler.spider.crawled) <= 4
+    assert min(site.gaps()) >= 0.95, site.gaps()
+    assert not stat(crawler, "robotstxt/store_errors")
+    assert stat(crawler, "robotstxt/rescheduled_on_close") >= 140

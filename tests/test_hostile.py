@@ -28,8 +28,10 @@ from scrapy import Spider
 from scrapy.crawler import Crawler, CrawlerRunner
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro
+from twisted.internet.defer import Deferred
 from twisted.web.server import NOT_DONE_YET, Site
 
+from scrapy_robots_coccoc.exceptions import RobotsTxtForbidden
 from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState
 
@@ -629,7 +631,11 @@ async def test_store_that_never_answers_does_not_hang_the_crawl(sites):
     }
     crawler = await bounded_crawl(settings, urls=urls, follow=False, timeout=5)
     assert unaccounted(crawler, urls) == set()
-    assert site.url("/private/x") not in crawler.spider.crawled
+    # The store's silence is a WARNING, then robots.txt decides: under the
+    # asyncio reactor the timeout must not fail the requests instead.
+    assert crawler.spider.crawled == [site.url("/a")], crawler.spider.failures
+    assert isinstance(crawler.spider.failures[site.url("/private/x")], RobotsTxtForbidden)
+    assert stat(crawler, "robotstxt/store_errors") >= 1
 
 
 @pytest_twisted.ensureDeferred
@@ -1061,3 +1067,55 @@ async def test_nonsense_from_a_stores_reserve_never_hangs_the_crawl(sites, store
     crawler = await bounded_crawl(settings, urls=urls, follow=False, timeout=10)
     assert sorted(crawler.spider.crawled) == sorted(urls)
     assert stat(crawler, "robotstxt/store_errors") >= 1
+
+
+# --- a close while the store's pacing answer is awaited, under another reactor ----
+
+
+class SilentReserveStore(MemoryStore):
+    """A store whose pacing answer never comes (until cancelled)."""
+
+    def reserve(self, origin: str, spacing: float) -> Deferred[float]:
+        return Deferred()
+
+
+SILENT_RESERVE_SCRIPT = textwrap.dedent(
+    """
+    import json
+    from scrapy.utils.reactor import install_reactor
+    install_reactor("twisted.internet.selectreactor.SelectReactor")
+    from twisted.internet import reactor
+    from twisted.internet.defer import ensureDeferred
+    from scrapy.crawler import CrawlerRunner
+    from tests.crawling import SETTINGS, RecordingSpider
+    from tests.sites import LoopbackSite, robots, serve
+
+    site = serve(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\\nCrawl-delay: 1\\n")}), "127.0.0.2")
+    settings = {**SETTINGS, "TWISTED_REACTOR": "twisted.internet.selectreactor.SelectReactor",
+                "ROBOTSTXT_STORE": "tests.test_hostile.SilentReserveStore", "ROBOTSTXT_STORE_TIMEOUT": 60,
+                "CLOSESPIDER_TIMEOUT": 1}
+
+    async def main():
+        crawler = CrawlerRunner(settings).create_crawler(RecordingSpider)
+        await crawler.crawl(urls=[site.url(f"/p{i}") for i in range(3)], follow=False)
+        stats = crawler.stats.get_stats()
+        print(json.dumps({"paths": site.paths(), "rescheduled": stats.get("robotstxt/rescheduled_on_close", 0),
+                          "store_errors": stats.get("robotstxt/store_errors", 0)}))
+
+    d = ensureDeferred(main())
+    d.addBoth(lambda r: (print(r) if r is not None else None, reactor.stop()))
+    reactor.run()
+    """
+)
+
+
+def test_a_close_while_the_store_paces_sends_the_requests_back_under_another_reactor():
+    """Under a non-asyncio reactor the close's cancellation is Twisted's
+    CancelledError, an Exception: it must not pass for a store failure
+    (which would let the requests go out unpaced as the spider closes)."""
+    done = subprocess.run(
+        [sys.executable, "-c", SILENT_RESERVE_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result == {"paths": ["/robots.txt"], "rescheduled": 3, "store_errors": 0}, result
