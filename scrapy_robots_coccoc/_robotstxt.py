@@ -6,7 +6,7 @@ import re
 import sys
 from typing import NamedTuple
 
-from ._ruleset import MEMBER_LINE, RequestRate, Rule, RuleSet, Section, VisitTime, field_line, fold_case
+from ._ruleset import MEMBER_LINE, RequestRate, Rule, RuleSet, Section, VisitTime, fold_case, member_field
 from ._urlpattern import path_of
 from ._useragent import EXACT, agent_key, robot_name
 
@@ -14,14 +14,15 @@ from ._useragent import EXACT, agent_key, robot_name
 MAX_BYTES = 500 * 1024
 
 _BOM = b"\xef\xbb\xbf"
-# Google robots.cc (KeyIsUserAgent) also accepts "useragent" and "user agent";
-# the latter never without its colon, since that line would have three words.
-_USER_AGENT = re.compile(
-    rb"\n[ \t]*(?:%s[ \t]*:|%s[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*([^\n#]*)"
-    % (fold_case(rb"user[- ]?agent"), fold_case(rb"user-?agent"))
+# The lines a parse reads, found in one pass: a User-agent line and its
+# value (group 1), or a Sitemap line and its value (group 2); other lines
+# are left at their first character. Google robots.cc (KeyIsUserAgent) also
+# accepts "useragent" and "user agent", the latter never without its colon,
+# since that line would have three words; (KeyIsSitemap) also "site-map".
+_AGENT_OR_SITEMAP = re.compile(
+    rb"\n[ \t]*(?=[uUsS])(?:(?:%s[ \t]*:|%s[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*([^\n#]*)|%s)"
+    % (fold_case(rb"user[- ]?agent"), fold_case(rb"user-?agent"), member_field(rb"site-?map"))
 )
-# Google robots.cc (KeyIsSitemap) also accepts "site-map".
-_SITEMAP = re.compile(field_line(rb"site-?map"))
 
 
 class Decision(NamedTuple):
@@ -70,11 +71,19 @@ class RobotsTxt:
         if body.startswith(_BOM):
             body = body[len(_BOM) :]
         if b"\r" in body:
-            body = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            body = body.replace(b"\r\n", b"\n")
+            if b"\r" in body:
+                body = body.replace(b"\r", b"\n")
         # Every line, the first included, is led by a newline.
         text = b"\n" + body
         groups: dict[str, list[Section]] = {}
-        agent_lines = list(_USER_AGENT.finditer(text))
+        agent_lines = []
+        sitemaps: dict[str, None] = {}
+        for match in _AGENT_OR_SITEMAP.finditer(text):
+            if match[2] is None:
+                agent_lines.append(match)
+            else:
+                sitemaps[match[2].strip().decode("utf-8", "replace")] = None
         run: dict[str, None] = {}
         starts_run = True
         newlines, counted_to = 0, 0
@@ -95,7 +104,6 @@ class RobotsTxt:
                 section = b"%d" % newlines + text[line_end:next_start]
                 for key in run:
                     groups.setdefault(key, []).append(section)
-        sitemaps = dict.fromkeys(value.strip().decode("utf-8", "replace") for _, value in _SITEMAP.findall(text))
         sitemaps.pop("", None)
         return cls(
             {key: sections[0] if len(sections) == 1 else tuple(sections) for key, sections in groups.items()},

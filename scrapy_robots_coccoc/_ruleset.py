@@ -78,7 +78,7 @@ def fold_case(words: bytes) -> bytes:
     return re.sub(rb"[a-z]", lambda m: b"[" + m[0] + m[0].upper() + b"]", words)
 
 
-def _field(fields: bytes, capture: bool) -> bytes:
+def member_field(fields: bytes, capture: bool = False) -> bytes:
     """The regular expression of one of *fields* and its value, after the
     line's leading white space (see :func:`field_line`)."""
     name = (b"(" if capture else b"(?:") + fold_case(fields) + b")"
@@ -102,7 +102,7 @@ def field_line(fields: bytes, capture: bool = True) -> bytes:
     captured without the white space before it (and with any after it); the
     field name only when *capture* is true.
     """
-    return rb"\n[ \t]*" + _field(fields, capture)
+    return rb"\n[ \t]*" + member_field(fields, capture)
 
 
 def _fields(kinds: range) -> bytes:

@@ -17,6 +17,8 @@ _AGENT_WORD = re.compile(rb"[^\s/(;,]*")
 # the robots whose names it is a prefix of.
 _PREFIX_WORD = re.compile(r"([a-z0-9_-]+)\*?")
 _SHORT_WORD = 64
+_KEPT_KEYS = 4096
+_KEYS: dict[bytes, str | None] = {}
 
 #: Group keys of agent values that only a robot with exactly that name obeys
 #: (``s~snapchat-proxy``) start with this, which no robot name contains.
@@ -32,10 +34,17 @@ def agent_key(value: bytes) -> str | None:
     equality only, so that cutting a value never makes it more general than
     what the site wrote.
     """
+    # Values repeat across lines and files (``*``, ``Googlebot``): their keys
+    # are kept, as written, a bounded number of short ones.
+    if value in _KEYS:
+        return _KEYS[value]
     word = _AGENT_WORD.match(value.lstrip())[0]  # type: ignore[index]
-    if not word:
-        return None
-    return _key_of_word(word) if len(word) <= _SHORT_WORD else _key(word)
+    key = (_key_of_word(word) if len(word) <= _SHORT_WORD else _key(word)) if word else None
+    if len(value) <= _SHORT_WORD:
+        if len(_KEYS) >= _KEPT_KEYS:
+            _KEYS.clear()
+        _KEYS[value] = key
+    return key
 
 
 @lru_cache(maxsize=4096)
