@@ -46,6 +46,7 @@ BODIES: dict[str, Callable[[], bytes]] = {
     "rules with many '*'": lambda: fill(b"Disallow: /*a*b*c*d*e*f*g*h*$\n", b"User-agent: *\n"),
     "one 500 KiB line": lambda: fill(b"a", b"User-agent: *\nDisallow: /"),
     "500 KiB of spaces": lambda: fill(b" ", b"User-agent: *\nDisallow:"),
+    "spaces inside a value": lambda: fill(b" ", b"User-agent: *\nDisallow: /x \nDisallow: /a")[:-2] + b"b\n",
     "500 KiB of newlines": lambda: fill(b"\n", b"User-agent: *\n"),
     "500 KiB of '#'": lambda: fill(b"#"),
 }

@@ -78,14 +78,19 @@ def fold_case(words: bytes) -> bytes:
     return re.sub(rb"[a-z]", lambda m: b"[" + m[0] + m[0].upper() + b"]", words)
 
 
+def _first_letter(fields: bytes) -> bytes:
+    """A lookahead for the first letters of *fields*: lines that cannot start
+    with one are left at their first character, without trying each name."""
+    initials = bytes(sorted({word[0] for word in re.sub(rb"[^a-z|]", b"", fields.lower()).split(b"|") if word}))
+    return rb"(?=[" + initials + initials.upper() + rb"])"
+
+
 def member_field(fields: bytes, capture: bool = False) -> bytes:
     """The regular expression of one of *fields* and its value, after the
     line's leading white space (see :func:`field_line`)."""
     name = (b"(" if capture else b"(?:") + fold_case(fields) + b")"
     separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*"
-    # Lines that cannot start with a field are left at their first character.
-    initials = bytes(sorted({word[0] for word in re.sub(rb"[^a-z|]", b"", fields.lower()).split(b"|") if word}))
-    first = rb"(?=[" + initials + initials.upper() + rb"])"
+    first = _first_letter(fields)
     # The value runs to the comment or the line's end without backtracking;
     # readers strip the white space it may end with.
     return first + name + separator + rb"((?=[^\s#])[^#\n]*|)"
@@ -123,14 +128,14 @@ def _unread_field(fields: bytes) -> bytes:
     """The regular expression of an unread line holding one of *fields*, up
     to its value (see :func:`field_line`; comments are gone by then)."""
     separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:]+[ \t]*\n))[ \t]*"
-    return _UNREAD + rb"[ \t]*(" + fold_case(fields) + rb")" + separator
+    return _UNREAD + rb"[ \t]*" + _first_letter(fields) + rb"(" + fold_case(fields) + rb")" + separator
 
 
 _ALLOW_FIELD = re.compile(_unread_field(_fields(range(_ALLOW, _ALLOW + 1))) + rb"(?=\S)")
 _DISALLOW_FIELD = re.compile(_unread_field(_fields(range(_DISALLOW, _DISALLOW + 1))) + rb"(?=\S)")
 _EXTENSION_FIELD = re.compile(_unread_field(_fields(range(_CRAWL_DELAY, 5))) + rb"((?=\S)[^\n]*|)")
 _UNREAD_LINE = re.compile(_UNREAD + rb"[^\n]*")
-_VALUE_END_SPACE = re.compile(rb"[ \t\x0b\x0c]+$", re.MULTILINE)
+_VALUE_END_SPACE = b" \t\x0b\x0c"
 # Above this many characters of rules, plain patterns are found through a
 # sorted array of their hashes instead of searching the rule text.
 _INDEXED_CHARS = 1024
@@ -171,8 +176,10 @@ def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
     text = _UNREAD_LINE.sub(b"", text)
     if b" \n" in text or b"\t\n" in text or b"\x0b" in text or b"\x0c" in text:
         # Values end at any white space; a line without a colon was read
-        # only when its value ended the line but for spaces and tabs.
-        text = _VALUE_END_SPACE.sub(b"", text)
+        # only when its value ended the line but for spaces and tabs. Line by
+        # line: a regular expression would try every white space of a long
+        # run inside a value again, in quadratic time.
+        text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(_VALUE_END_SPACE)))
     return (text.decode("ascii") if in_normal_form(text) else normalize_lines(text)), extensions
 
 

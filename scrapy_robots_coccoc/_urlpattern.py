@@ -29,8 +29,8 @@ def _byte_class(kept: bytes) -> bytes:
 
 
 def _special(kept: bytes) -> re.Pattern[bytes]:
-    """What the normal form rewrites: every escape, and every byte outside *kept*."""
-    return re.compile(rb"%[0-9A-Fa-f]{2}|[^" + _byte_class(kept) + rb"]")
+    """What the normal form rewrites: every escape, and every run of bytes outside *kept*."""
+    return re.compile(rb"%[0-9A-Fa-f]{2}|[^" + _byte_class(kept) + rb"]+")
 
 
 _URL_SPECIAL = _special(_UNRESERVED + _RESERVED)
@@ -42,7 +42,7 @@ _KEPT_IN_RULES = _UNRESERVED + _RESERVED + b"*$\n"
 
 
 def _rewrites() -> dict[bytes, bytes]:
-    table = {bytes([byte]): b"%%%02X" % byte for byte in range(256)}
+    table = {}
     for high in _HEX:
         for low in _HEX:
             escape = bytes([37, high, low])
@@ -55,7 +55,11 @@ _REWRITE = _rewrites()
 
 
 def _rewrite(match: re.Match[bytes]) -> bytes:
-    return _REWRITE[match[0]]
+    found = match[0]
+    if found[0] == 37:  # "%": an escape
+        return _REWRITE[found]
+    # A run of bytes to escape, all at once (a non-ASCII character is several).
+    return b"%" + found.hex("%").upper().encode("ascii")
 
 
 # A rule keeps "*" (wildcard) and "$" (anchor) as written; a URL encodes them.
