@@ -118,6 +118,7 @@ MEMBER_LINE = re.compile(field_line(_fields(range(5))))
 #: How a line of a rule set's text starts: Allow sorts after Disallow, so
 #: that sorting patterns puts Allow first among equally long ones.
 ALLOW_MARK, DISALLOW_MARK = "+", "!"
+_ALLOW_LEAD, _DISALLOW_LEAD = ALLOW_MARK.encode(), DISALLOW_MARK.encode()
 _COMMENT = re.compile(rb"#[^\n]*")
 # While a rule set's text is read, NUL (which the text cannot hold then)
 # starts exactly the lines not read yet.
@@ -135,6 +136,7 @@ _ALLOW_FIELD = re.compile(_unread_field(_fields(range(_ALLOW, _ALLOW + 1))) + rb
 _DISALLOW_FIELD = re.compile(_unread_field(_fields(range(_DISALLOW, _DISALLOW + 1))) + rb"(?=\S)")
 _EXTENSION_FIELD = re.compile(_unread_field(_fields(range(_CRAWL_DELAY, 5))) + rb"((?=\S)[^\n]*|)")
 _UNREAD_LINE = re.compile(_UNREAD + rb"[^\n]*")
+# What a value may end with that is not part of it.
 _VALUE_END_SPACE = b" \t\x0b\x0c"
 # Above this many characters of rules, plain patterns are found through a
 # sorted array of their hashes instead of searching the rule text.
@@ -167,9 +169,10 @@ def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
         # The normal form of NUL.
         text = text.replace(_UNREAD, b"%00")
     text = text.replace(b"\n", b"\n" + _UNREAD)
-    text = text.replace(_UNREAD + b"Disallow: /", b"!/").replace(_UNREAD + b"Allow: /", b"+/")
-    text = _DISALLOW_FIELD.sub(DISALLOW_MARK.encode(), text)
-    text = _ALLOW_FIELD.sub(ALLOW_MARK.encode(), text)
+    text = text.replace(_UNREAD + b"Disallow: /", _DISALLOW_LEAD + b"/")
+    text = text.replace(_UNREAD + b"Allow: /", _ALLOW_LEAD + b"/")
+    text = _DISALLOW_FIELD.sub(_DISALLOW_LEAD, text)
+    text = _ALLOW_FIELD.sub(_ALLOW_LEAD, text)
     extensions = _EXTENSION_FIELD.findall(text)
     # An empty Disallow allows everything and an empty Allow is ignored:
     # neither is kept, like every other line.
@@ -345,6 +348,8 @@ class RuleSet:
                 found = bisect_left(hashes, key)
                 if found == len(hashes) or hashes[found] != key:
                     continue
+            # ALLOW_MARK first, then DISALLOW_MARK, written out for speed:
+            # Allow wins a tie (RFC 9309 §2.2.2).
             if f"\n+{prefix}\n" in rules:
                 best, best_length = (True, prefix), length
                 break
