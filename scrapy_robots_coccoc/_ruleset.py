@@ -132,8 +132,18 @@ def _unread_field(fields: bytes) -> bytes:
     return _UNREAD + rb"[ \t]*" + _first_letter(fields) + rb"(" + fold_case(fields) + rb")" + separator
 
 
-_ALLOW_FIELD = re.compile(_unread_field(_fields(range(_ALLOW, _ALLOW + 1))) + rb"(?=\S)")
-_DISALLOW_FIELD = re.compile(_unread_field(_fields(range(_DISALLOW, _DISALLOW + 1))) + rb"(?=\S)")
+def _unread_rule(fields: bytes) -> re.Pattern[bytes]:
+    """Like :func:`_unread_field`, up to a value that is not empty, with each
+    run of white space taken whole (a lookahead and a back reference: an
+    atomic group), so that a long run that ends the line is not tried again
+    from each of its characters."""
+    name = _UNREAD + rb"[ \t]*" + _first_letter(fields) + rb"(?:" + fold_case(fields) + rb")"
+    separator = rb"(?=([ \t]*))\1(?::(?=([ \t]*))\2(?=\S)|(?<=[ \t])(?=[^\s:]+[ \t]*\n))"
+    return re.compile(name + separator)
+
+
+_ALLOW_FIELD = _unread_rule(_fields(range(_ALLOW, _ALLOW + 1)))
+_DISALLOW_FIELD = _unread_rule(_fields(range(_DISALLOW, _DISALLOW + 1)))
 _EXTENSION_FIELD = re.compile(_unread_field(_fields(range(_CRAWL_DELAY, 5))) + rb"((?=\S)[^\n]*|)")
 _UNREAD_LINE = re.compile(_UNREAD + rb"[^\n]*")
 # What a value may end with that is not part of it.
