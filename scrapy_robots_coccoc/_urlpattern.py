@@ -93,9 +93,6 @@ def normalize_lines(values: bytes) -> str:
     percent-encoding when they are valid UTF-8, and a faithful escape of the
     raw byte when they are not: no input can fail to decode.
     """
-    if b" " in values:
-        # The character most often escaped, at C speed (it is in no escape).
-        values = values.replace(b" ", b"%20")
     text = _RULE_LINES_SPECIAL.sub(_rewrite, values).decode("ascii")
     # Google robots.cc: "$" is special only at the end of a pattern.
     return _INNER_DOLLAR.sub("%24", text)
