@@ -335,9 +335,10 @@ class RedisStore:
         self._slow_until = 0.0  # when the last of them ended
         self._warned_slow = False
         self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
-        # Origin -> (spacing, callers) of the turns asked for while a
-        # reservation for it is under way: the next call reserves them all.
+        # Origin -> (spacing, callers) of the turns the next call for it
+        # reserves, and the origins with a call under way.
         self._queued: dict[str, tuple[float, list[Deferred[float]]]] = {}
+        self._reserving: set[str] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -466,33 +467,31 @@ class RedisStore:
         one call per origin at a time: a burst of an origin's requests (a
         page's links) costs a round trip or two, not a connection each."""
         turn: Deferred[float] = Deferred()
-        queued = self._queued.get(origin)
-        if queued is not None:
-            self._queued[origin] = (max(spacing, queued[0]), [*queued[1], turn])
-        else:
-            self._queued[origin] = (spacing, [turn])
+        queued_spacing, turns = self._queued.get(origin, (spacing, []))
+        turns.append(turn)
+        self._queued[origin] = (max(spacing, queued_spacing), turns)
+        if origin not in self._reserving:
+            self._reserving.add(origin)
             deferred_from_coro(self._reserve_queued(origin))
         return await maybe_deferred_to_future(turn)
 
     async def _reserve_queued(self, origin: str) -> None:
         """Reserve the turns queued for *origin*, batch after batch, until none is left."""
-        while origin in self._queued:
-            spacing, turns = self._queued[origin]
-            try:
-                start = await self._reserve_turns(origin, spacing, len(turns))
-            except Exception as exc:
-                for turn in turns:
-                    if not turn.called:  # a caller may have given up (cancelled) its turn
-                        turn.errback(exc)
-            else:
-                for index, turn in enumerate(turns):
-                    if not turn.called:
-                        turn.callback(start + index * spacing)
-            if self._queued[origin][1] is turns:
-                del self._queued[origin]  # nothing asked for meanwhile
-            else:
-                later = self._queued[origin][1][len(turns) :]
-                self._queued[origin] = (self._queued[origin][0], later)
+        try:
+            while origin in self._queued:
+                spacing, turns = self._queued.pop(origin)
+                try:
+                    start = await self._reserve_turns(origin, spacing, len(turns))
+                except Exception as exc:
+                    for turn in turns:
+                        if not turn.called:  # a caller may have given up (cancelled) its turn
+                            turn.errback(exc)
+                else:
+                    for index, turn in enumerate(turns):
+                        if not turn.called:
+                            turn.callback(start + index * spacing)
+        finally:
+            self._reserving.discard(origin)
 
     async def _reserve_turns(self, origin: str, spacing: float, count: int) -> float:
         """The first of *count* consecutive turns, *spacing* apart."""
