@@ -49,6 +49,9 @@ BODIES: dict[str, Callable[[], bytes]] = {
     "spaces inside a value": lambda: fill(b" ", b"User-agent: *\nDisallow: /x \nDisallow: /a")[:-2] + b"b\n",
     "500 KiB of newlines": lambda: fill(b"\n", b"User-agent: *\n"),
     "500 KiB of '#'": lambda: fill(b"#"),
+    # Every other character is escaped in the normal form.
+    "'<a' pairs in one value": lambda: fill(b"<a", b"User-agent: *\nDisallow: /"),
+    "'%7e' escapes in one value": lambda: fill(b"%7e", b"User-agent: *\nDisallow: /"),
 }
 
 
