@@ -14,7 +14,7 @@ from itertools import compress, repeat
 from operator import contains, itemgetter
 from typing import NamedTuple
 
-from ._urlpattern import in_normal_form, normalize_lines, split_wildcard, wildcard_rest_matches
+from ._urlpattern import normalize_lines, split_wildcard, wildcard_rest_matches
 
 
 class Rule(NamedTuple):
@@ -158,8 +158,10 @@ _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _WINDOW = re.compile(r"(\d{1,2}):?(\d\d)\s*(?:-|\s)\s*(\d{1,2}):?(\d\d)")
 # Helpers that let map() and compress() run at C speed.
 _PATTERN_OF_LINE = itemgetter(slice(1, None))
-_BIT = (1).__lshift__
-_LOW_BYTE = (255).__and__
+# Where the low byte of an 8-byte integer stands in its bytes.
+_LOW_BYTE_AT = 0 if sys.byteorder == "little" else 7
+# A table of 256 bytes: "1" where it is 1, "0" elsewhere.
+_ONE_TO_DIGIT = bytes.maketrans(bytes(range(256)), b"0" + b"1" + b"0" * 254)
 # Pattern lengths from the lengths of their lines, which count the mark.
 _MINUS_ONE = bytes([0, *range(255)])
 
@@ -193,7 +195,7 @@ def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
         # line: a regular expression would try every white space of a long
         # run inside a value again, in quadratic time.
         text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(_VALUE_END_SPACE)))
-    return (text.decode("ascii") if in_normal_form(text) else normalize_lines(text)), extensions
+    return normalize_lines(text), extensions
 
 
 #: Bytes the split wildcard patterns of all rule sets may hold together:
@@ -236,6 +238,18 @@ def _split(wildcards: str) -> _Split:
             while _split_bytes > SPLIT_BUDGET and len(_SPLIT) > 1:
                 _split_bytes -= _SPLIT.pop(next(iter(_SPLIT)))[0]
     return split
+
+
+def _bloom(keys: list[int]) -> int:
+    """The 256-bit Bloom filter of *keys*, bit ``key & 255`` of each set
+    (bit 1 always: a false positive costs a check nothing but time).
+
+    Built without a Python operation per key: their low bytes are scattered
+    into a byte table by bytes.maketrans, read as binary digits by int().
+    """
+    low_bytes = array("q", keys).tobytes()[_LOW_BYTE_AT::8]
+    table = bytes.maketrans(low_bytes, b"\x01" * len(low_bytes))
+    return int(table.translate(_ONE_TO_DIGIT)[::-1], 2)
 
 
 class RuleSet:
@@ -316,7 +330,7 @@ class RuleSet:
         keys = list(map(hash, map(_PATTERN_OF_LINE, patterns)))
         # A 256-bit Bloom filter of the patterns: most prefixes of a path are
         # no pattern, and a bit test costs less than searching the text.
-        self._bloom = sum(map(_BIT, set(map(_LOW_BYTE, keys)))) if len(keys) <= _BLOOM_KEYS else _ALL_BITS
+        self._bloom = _bloom(keys) if len(keys) <= _BLOOM_KEYS else _ALL_BITS
         self._hashes = array("q", sorted(keys)) if len(rules) > _INDEXED_CHARS else None
 
     def __getstate__(self) -> dict[str, object]:

@@ -33,10 +33,10 @@ def _byte_class(kept: bytes) -> bytes:
 
 
 def _special(kept: bytes) -> re.Pattern[bytes]:
-    """What the normal form rewrites: the escapes it changes (of an
-    unreserved character, or with lower-case hex), and every run of bytes
-    outside *kept*."""
-    return re.compile(_CHANGED_ESCAPE + rb"|[^" + _byte_class(kept) + rb"]+")
+    """What the normal form rewrites, one at a time: an escape it changes (of
+    an unreserved character, or with lower-case hex), or a byte outside
+    *kept*. Captured, so that splitting on it leaves them at the odd indexes."""
+    return re.compile(rb"(" + _CHANGED_ESCAPE + rb"|[^" + _byte_class(kept) + rb"])")
 
 
 _URL_SPECIAL = _special(_UNRESERVED + _RESERVED)
@@ -60,29 +60,17 @@ def _rewrites() -> dict[bytes, bytes]:
 _REWRITE = _rewrites()
 
 
-def _rewrite(match: re.Match[bytes]) -> bytes:
-    found = match[0]
-    rewritten = _REWRITE.get(found)
-    if rewritten is None:
-        # A run of bytes to escape, all at once (a non-ASCII character is several).
-        return b"%" + found.hex("%").upper().encode("ascii")
-    return rewritten
+def _normal_form(raw: bytes, special: re.Pattern[bytes]) -> str:
+    """Rewrite what *special* finds in *raw* by _REWRITE. A split and one
+    table lookup per rewrite, all at C speed: no Python call per escape."""
+    parts = special.split(raw)
+    parts[1::2] = map(_REWRITE.__getitem__, parts[1::2])
+    return b"".join(parts).decode("ascii")
 
 
 # A rule keeps "*" (wildcard) and "$" (anchor) as written; a URL encodes them.
 _RULE_LINES_SPECIAL = _special(_UNRESERVED + _RESERVED + b"*$\n")
 _INNER_DOLLAR = re.compile(r"\$(?!\n|\Z)")
-_INNER_DOLLAR_BYTES = re.compile(rb"\$(?!\n|\Z)")
-
-
-def in_normal_form(values: bytes) -> bool:
-    """Whether newline-joined rule values are already their normal form, the
-    common case: one C-speed pass deleting the bytes that may stand."""
-    return (
-        not values.translate(None, _KEPT_IN_RULES)
-        and b"%" not in values
-        and (b"$" not in values or _INNER_DOLLAR_BYTES.search(values) is None)
-    )
 
 
 def normalize_lines(values: bytes) -> str:
@@ -91,11 +79,16 @@ def normalize_lines(values: bytes) -> str:
 
     Bytes outside ASCII are escaped one by one, which is their UTF-8
     percent-encoding when they are valid UTF-8, and a faithful escape of the
-    raw byte when they are not: no input can fail to decode.
+    raw byte when they are not: no input can fail to decode. Values already
+    in the normal form, the common case, are found by one pass deleting the
+    bytes that may stand.
     """
-    text = _RULE_LINES_SPECIAL.sub(_rewrite, values).decode("ascii")
+    if values.translate(None, _KEPT_IN_RULES) or b"%" in values:
+        text = _normal_form(values, _RULE_LINES_SPECIAL)
+    else:
+        text = values.decode("ascii")
     # Google robots.cc: "$" is special only at the end of a pattern.
-    return _INNER_DOLLAR.sub("%24", text)
+    return _INNER_DOLLAR.sub("%24", text) if "$" in text else text
 
 
 _PATH = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)?([^#]*)")
@@ -117,8 +110,7 @@ def path_of(url: str) -> str:
             path = "/" + path
     if _URL_PLAIN_TEXT.fullmatch(path) is not None:
         return path
-    raw = path.encode("utf-8", "surrogatepass")
-    return _URL_SPECIAL.sub(_rewrite, raw).decode("ascii")
+    return _normal_form(path.encode("utf-8", "surrogatepass"), _URL_SPECIAL)
 
 
 #: A pattern with ``*`` or a final ``$``, split for matching: the literal a
