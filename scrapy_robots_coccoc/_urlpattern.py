@@ -33,10 +33,10 @@ def _byte_class(kept: bytes) -> bytes:
 
 
 def _special(kept: bytes) -> re.Pattern[bytes]:
-    """What the normal form rewrites, one at a time: an escape it changes (of
-    an unreserved character, or with lower-case hex), or a byte outside
-    *kept*. Captured, so that splitting on it leaves them at the odd indexes."""
-    return re.compile(rb"(" + _CHANGED_ESCAPE + rb"|[^" + _byte_class(kept) + rb"])")
+    """What the normal form rewrites: an escape it changes (of an unreserved
+    character, or with lower-case hex), or a run of bytes outside *kept*.
+    Captured, so that splitting on it leaves them at the odd indexes."""
+    return re.compile(rb"(" + _CHANGED_ESCAPE + rb"|[^" + _byte_class(kept) + rb"]+)")
 
 
 _URL_SPECIAL = _special(_UNRESERVED + _RESERVED)
@@ -47,8 +47,16 @@ _URL_PLAIN_TEXT = re.compile("[" + _byte_class((_UNRESERVED + _RESERVED).replace
 _KEPT_IN_RULES = _UNRESERVED + _RESERVED + b"*$\n"
 
 
-def _rewrites() -> dict[bytes, bytes]:
-    table = {bytes([byte]): b"%%%02X" % byte for byte in range(256)}
+class _Rewrites(dict[bytes, bytes]):
+    """Escapes and single bytes rewritten, looked up at C speed; a longer run
+    of bytes to escape (a non-ASCII character is several) is escaped whole."""
+
+    def __missing__(self, run: bytes) -> bytes:
+        return b"%" + run.hex("%").upper().encode("ascii")
+
+
+def _rewrites() -> _Rewrites:
+    table = _Rewrites({bytes([byte]): b"%%%02X" % byte for byte in range(256)})
     for high in _HEX:
         for low in _HEX:
             escape = bytes([37, high, low])
