@@ -18,6 +18,7 @@ from protego import Protego
 
 from scrapy_robots_coccoc import RobotsTxt
 from scrapy_robots_coccoc._robotstxt import MAX_BYTES
+from scrapy_robots_coccoc._urlpattern import _KEPT_IN_RULES
 
 AGENT = "coccocbot-web"
 
@@ -36,6 +37,9 @@ def normal() -> bytes:
     return (b"\n".join(lines) + b"\n")[:MAX_BYTES]
 
 
+# Each byte the normal form escapes (but the line ends and "#"), each after an "a".
+EVERY_BYTE_TO_ESCAPE = b"".join(b"%ca" % byte for byte in range(256) if byte not in _KEPT_IN_RULES + b"\r\n#")
+
 BODIES: dict[str, Callable[[], bytes]] = {
     "normal file": normal,
     "one line of 'user '": lambda: fill(b"user "),
@@ -52,6 +56,7 @@ BODIES: dict[str, Callable[[], bytes]] = {
     # Every other character is escaped in the normal form.
     "'<a' pairs in one value": lambda: fill(b"<a", b"User-agent: *\nDisallow: /"),
     "'%7e' escapes in one value": lambda: fill(b"%7e", b"User-agent: *\nDisallow: /"),
+    "every byte to escape in turn": lambda: fill(EVERY_BYTE_TO_ESCAPE, b"User-agent: *\nDisallow: /"),
 }
 
 
