@@ -34,7 +34,11 @@ def _byte_class(kept: bytes) -> bytes:
 
 # A URL path left as it is: one repeated class, which the regular
 # expression engine runs through far faster than a search for what it lacks.
-_URL_PLAIN_TEXT = re.compile("[" + _byte_class((_UNRESERVED + _RESERVED).replace(b"%", b"")).decode() + "]*")
+_URL_PLAIN_TEXT = "[" + _byte_class((_UNRESERVED + _RESERVED).replace(b"%", b"")).decode() + "]*"
+# Most URLs: http(s), a path already in the normal form, perhaps a fragment.
+# One match finds and vets the path, half the cost of doing it in steps.
+_PLAIN_HTTP_PATH = re.compile(rf"https?://[^/?#]*(/{_URL_PLAIN_TEXT})(?:#|\Z)")
+_URL_PLAIN_PATH = re.compile(_URL_PLAIN_TEXT)
 _KEPT_IN_URLS = _UNRESERVED + _RESERVED
 # A rule keeps "*" (wildcard) and "$" (anchor) as written; a URL encodes
 # them. What newline-joined rule values in the normal form are made of:
@@ -101,54 +105,32 @@ _PATH = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)?([^#]*)")
 def path_of(url: str) -> str:
     """Return the path plus ``?query`` of an absolute URL or of a path,
     without the fragment, in the normal form."""
-    # Most URLs are http(s) with a path: found with str.find, faster than
-    # the regular expression that reads every other shape.
-    start = 8 if url.startswith("https://") else 7 if url.startswith("http://") else 0
-    end = url.find("/", start) if start else -1
-    if end > 0 and "?" not in url[start:end] and "#" not in url[start:end]:
-        fragment = url.find("#", end)
-        path = url[end:] if fragment < 0 else url[end:fragment]
-    else:
-        path = _PATH.match(url)[1]  # type: ignore[index]
-        if not path.startswith("/"):
-            path = "/" + path
-    if _URL_PLAIN_TEXT.fullmatch(path) is not None:
+    plain = _PLAIN_HTTP_PATH.match(url)
+    if plain is not None:
+        return plain[1]
+    path = _PATH.match(url)[1]  # type: ignore[index]
+    if not path.startswith("/"):
+        path = "/" + path
+    if _URL_PLAIN_PATH.fullmatch(path) is not None:
         return path
     return _normal_form(path.encode("utf-8", "surrogatepass"), _KEPT_IN_URLS)
 
 
-#: A pattern with ``*`` or a final ``$``, split for matching: the literal a
-#: matching path starts with, the longest literal it must also contain (a
-#: cheap test that rules most patterns out), and the rest: the pieces between
-#: the ``*``, the last piece and whether ``$`` anchors it; None for
-#: ``/page$``, which no ``*`` splits.
-Wildcard = tuple[str, str, "tuple[tuple[str, ...], str, bool] | None"]
-
-
-def split_wildcard(pattern: str) -> Wildcard:
-    """Split a pattern with ``*`` or a final ``$`` once, for any number of checks."""
-    anchored = pattern[-1] == "$"
-    pieces = (pattern[:-1] if anchored else pattern).split("*")
+def wildcard_matches(pieces: tuple[str, ...], anchored: bool, path: str) -> bool:
+    """Whether *path*, which starts with the first of *pieces*, matches the
+    pattern split into them at its ``*`` (anchored when it ends with ``$``),
+    in time linear in the path's length times the number of ``*``: each
+    piece is found leftmost with ``str.find``, so nothing backtracks."""
+    pos = len(pieces[0])
     if len(pieces) == 1:
-        return pieces[0], "", None
-    last = pieces[-1]
-    return pieces[0], max(pieces[1:], key=len), (tuple(filter(None, pieces[1:-1])), last, anchored)
-
-
-def wildcard_rest_matches(head: str, rest: tuple[tuple[str, ...], str, bool] | None, path: str) -> bool:
-    """Whether *path*, which starts with *head*, matches the rest of a split
-    pattern, in time linear in the path's length times the number of ``*``:
-    each piece is found leftmost with ``str.find``, so nothing backtracks."""
-    if rest is None:
-        # "/page$": the whole path must equal the pattern.
-        return len(path) == len(head)
-    middle, last, anchored = rest
-    pos = len(head)
-    for part in middle:
+        # "/page$": the whole path must equal it.
+        return not anchored or len(path) == pos
+    for part in pieces[1:-1]:
         pos = path.find(part, pos)
         if pos < 0:
             return False
         pos += len(part)
+    last = pieces[-1]
     if anchored:
         return len(path) - len(last) >= pos and path.endswith(last)
     return path.find(last, pos) >= 0
