@@ -16,6 +16,7 @@ names them (RFC 9309 §2.2.3); in a rule they are the wildcard and the anchor.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 _UNRESERVED = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 # RFC 3986 §2.2 reserved characters and "%" stand as written; "#" never
@@ -47,7 +48,7 @@ _CHANGED = re.compile(b"(" + _CHANGED_ESCAPE + b")")
 
 
 def _rewrites() -> dict[bytes, bytes]:
-    table = {bytes([byte]): b"%%%02X" % byte for byte in range(256)}
+    table: dict[bytes, bytes] = {}
     for high in _HEX:
         for low in _HEX:
             escape = bytes([37, high, low])
@@ -59,28 +60,55 @@ def _rewrites() -> dict[bytes, bytes]:
 _REWRITE = _rewrites()
 
 
-def _normal_form(raw: bytes, kept: bytes) -> str:
-    """Return *raw* in the normal form, *kept* (``%`` among them) standing as
-    written, at C speed whatever it holds.
+class _Escapes(NamedTuple):
+    """Three byte tables giving each byte's first, second and third byte in
+    the normal form: a byte that stands as written is itself then two NULs
+    (deleted afterwards), any other byte its upper-case escape."""
+
+    first: bytes
+    second: bytes
+    third: bytes
+
+
+def _escapes(kept: bytes) -> _Escapes:
+    return _Escapes(
+        bytes(byte if byte in kept else 37 for byte in range(256)),
+        bytes(0 if byte in kept else _HEX[byte >> 4] for byte in range(256)),
+        bytes(0 if byte in kept else _HEX[byte & 15] for byte in range(256)),
+    )
+
+
+# NUL is escaped in either form, so it can mark the bytes to delete.
+_RULE_ESCAPES = _escapes(_KEPT_IN_RULES)
+_URL_ESCAPES = _escapes(_KEPT_IN_URLS)
+
+
+def _normal_form(raw: bytes, escapes: _Escapes) -> str:
+    """Return *raw* in the normal form, the bytes that *escapes* keeps (``%``
+    among them) standing as written, at C speed whatever it holds.
 
     The escapes to change are rewritten first, by one split and a table
-    lookup each. Then each byte outside *kept* is escaped by one replacement
-    of all its occurrences: one pass per distinct byte (at most 174), not a
-    step per occurrence, which a value of 250,000 ``<`` would make slow.
-    The escapes these write are upper-case escapes of bytes that are not
+    lookup each. Then every byte is written as three, by three translations
+    into the strides of one buffer, and the NULs that pad kept bytes are
+    deleted: seven passes in all, however many distinct bytes need escaping
+    (one replacement pass per distinct byte took 12 ms on 500 KiB of them).
+    The escapes written are upper-case escapes of bytes that are not
     unreserved, and none of them can make an escape with the bytes around
-    it, so the order gives the same text as one scan from left to right.
+    it, so this gives the same text as one scan from left to right.
     """
     if b"%" in raw:
         parts = _CHANGED.split(raw)
         parts[1::2] = map(_REWRITE.__getitem__, parts[1::2])
         raw = b"".join(parts)
-    outside = raw.translate(None, kept)
-    while outside:
-        byte = outside[:1]
-        raw = raw.replace(byte, _REWRITE[byte])
-        outside = outside.replace(byte, b"")
-    return raw.decode("ascii")
+    # Each byte to escape becomes "%": nothing changes when there is none.
+    first = raw.translate(escapes.first)
+    if first == raw:
+        return raw.decode("ascii")
+    spread = bytearray(3 * len(raw))
+    spread[0::3] = first
+    spread[1::3] = raw.translate(escapes.second)
+    spread[2::3] = raw.translate(escapes.third)
+    return spread.translate(None, b"\x00").decode("ascii")
 
 
 _INNER_DOLLAR = re.compile(r"\$(?!\n|\Z)")
@@ -94,7 +122,7 @@ def normalize_lines(values: bytes) -> str:
     percent-encoding when they are valid UTF-8, and a faithful escape of the
     raw byte when they are not: no input can fail to decode.
     """
-    text = _normal_form(values, _KEPT_IN_RULES)
+    text = _normal_form(values, _RULE_ESCAPES)
     # Google robots.cc: "$" is special only at the end of a pattern.
     return _INNER_DOLLAR.sub("%24", text) if "$" in text else text
 
@@ -113,7 +141,7 @@ def path_of(url: str) -> str:
         path = "/" + path
     if _URL_PLAIN_PATH.fullmatch(path) is not None:
         return path
-    return _normal_form(path.encode("utf-8", "surrogatepass"), _KEPT_IN_URLS)
+    return _normal_form(path.encode("utf-8", "surrogatepass"), _URL_ESCAPES)
 
 
 def wildcard_matches(pieces: tuple[str, ...], anchored: bool, path: str) -> bool:
