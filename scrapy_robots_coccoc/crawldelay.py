@@ -48,6 +48,9 @@ class CrawlDelays:
     GRACE = 0.05
     #: Turns taken again at most this many times when woken late.
     MAX_TURNS = 5
+    #: Shorter delays (``Request-rate: 1000000/1s``) are not paced: the
+    #: reactor's timers do not keep them, so nearly every turn would be late.
+    MIN_DELAY = 0.01
 
     def __init__(
         self,
@@ -71,7 +74,8 @@ class CrawlDelays:
         rate = robots.request_rate(agent)
         if rate is not None and rate.requests > 0 and _in_window(rate.start, rate.end):
             written = max(written, rate.seconds / rate.requests)
-        return written, min(written, self._max_delay)
+        delay = min(written, self._max_delay)
+        return written, delay if delay >= self.MIN_DELAY else 0.0
 
     async def wait_turn(self, request: Request, origin: str, robots: RobotsTxt, agent: str) -> None:
         """Wait, parked, until *request* may start: its origin's previous

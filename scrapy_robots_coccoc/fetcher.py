@@ -14,6 +14,7 @@ import asyncio
 import errno
 import logging
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
@@ -34,6 +35,16 @@ from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of, robots_url
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from typing_extensions import Self
+
+# Optional, as for Scrapy: br and zstd bodies are read when they are installed.
+try:
+    import brotli
+except ImportError:
+    brotli = None
+try:
+    import zstandard
+except ImportError:
+    zstandard = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +178,7 @@ class RobotsTxtFetcher:
         """Fetch and read the robots.txt of *origin*, for the page *trigger*."""
         url = robots_url(origin)
         for hop in range(self._max_redirects + 1):
-            answer = await self._download(url, trigger)
+            answer = await self._download(url, trigger, followed=hop > 0)
             if not isinstance(answer, Response):
                 return answer
             if answer.status not in REDIRECT_STATUSES:
@@ -181,8 +192,10 @@ class RobotsTxtFetcher:
             url = target
         raise AssertionError("unreachable")  # the loop returns on its last hop
 
-    async def _download(self, url: str, trigger: Request) -> Response | FetchOutcome:
-        """One hop, retried ``ROBOTSTXT_MAX_RETRIES`` times while the site does not answer."""
+    async def _download(self, url: str, trigger: Request, followed: bool) -> Response | FetchOutcome:
+        """One hop, retried ``ROBOTSTXT_MAX_RETRIES`` times while the site
+        does not answer. A hop to a URL the site *followed* to chose fails
+        by the site's doing unless this machine ran short."""
         assert self._crawler.engine is not None
         outcome: NoAnswer | LocalFault = LocalFault("not attempted")
         for _ in range(self._max_retries + 1):
@@ -198,6 +211,10 @@ class RobotsTxtFetcher:
                 self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
                 outcome = classify(exc)
                 if isinstance(outcome, LocalFault):
+                    if followed and not is_local(exc):
+                        # Scrapy could not request it (credentials in the
+                        # URL, say): a failed redirect, not our fault.
+                        return Unrestricted(None, f"redirect to {url!r} failed: {outcome.cause}")
                     return outcome
                 continue
             self._stats.inc_value("robotstxt/response_count")
@@ -242,7 +259,7 @@ class RobotsTxtFetcher:
         if response.status != 200:
             return Unrestricted(response.status, f"status {response.status}")
         if "robotstxt_unreadable" in response.flags:
-            return Unrestricted(None, "unreadable body (unsupported Content-Encoding)")
+            return Unrestricted(None, "unreadable body (unsupported or corrupt Content-Encoding)")
         stopped = "dataloss" in response.flags or "download_stopped" in response.flags
         if stopped or len(response.body) > MAX_BYTES:
             self._stats.inc_value("robotstxt/truncated")
@@ -307,6 +324,7 @@ class RobotsTxtBodyMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         if not crawler.settings.getbool("ROBOTSTXT_OBEY"):
             raise NotConfigured
+        self._crawler = crawler
         self._stats = crawler.stats
 
     @classmethod
@@ -326,23 +344,85 @@ class RobotsTxtBodyMiddleware:
         for encoding in reversed(encodings):
             body = inflate(body, encoding, MAX_BYTES + 1) if body is not None else None
         if body is None:
+            # The site sent rules we cannot read: worth a look, not silence.
+            self._stats.inc_value("robotstxt/unreadable")
+            logger.warning(
+                "robots.txt at %s is unreadable (Content-Encoding %r: not supported here, or corrupt): "
+                "its rules are ignored, the site is unrestricted",
+                response.url,
+                b", ".join(encodings)[:100].decode("latin-1"),
+                extra={"spider": self._crawler.spider},
+            )
             return response.replace(body=b"", headers=headers, flags=[*response.flags, "robotstxt_unreadable"])
         self._stats.inc_value("robotstxt/compressed")
         return response.replace(body=body, headers=headers)
 
 
-# zlib window bits per Content-Encoding: gzip header, zlib header, raw deflate.
-_WBITS = {b"gzip": (31,), b"x-gzip": (31,), b"deflate": (15, -15)}
+def _gunzip(data: bytes, limit: int) -> bytes | None:
+    """Every member of a gzip body in turn (RFC 1952 §2.2, as Scrapy's own
+    gunzip reads them), up to ``_GZIP_MEMBERS``: each member's leftover input
+    is a copy, so a body of thousands of empty members would cost a
+    quadratic number of bytes copied."""
+    inflated = b""
+    for _ in range(_GZIP_MEMBERS):
+        stream = zlib.decompressobj(31)
+        try:
+            inflated += stream.decompress(data, limit - len(inflated))
+        except zlib.error:
+            # Not gzip at all, or garbage after a complete member.
+            return inflated or None
+        data = stream.unused_data
+        if not (stream.eof and data) or len(inflated) >= limit:
+            break
+    return inflated
+
+
+def _inflate(data: bytes, limit: int) -> bytes | None:
+    """``deflate``: a zlib stream, or the raw deflate data some servers send."""
+    for wbits in (15, -15):
+        try:
+            return zlib.decompressobj(wbits).decompress(data, limit)
+        except zlib.error:
+            continue
+    return None
+
+
+def _unbrotli(data: bytes, limit: int) -> bytes | None:
+    try:
+        # The limit stops the output buffer growing, a step past it at most.
+        return brotli.Decompressor().process(data, output_buffer_limit=limit)[:limit]
+    except brotli.error:
+        return None
+
+
+def _unzstd(data: bytes, limit: int) -> bytes | None:
+    try:
+        # A frame asking for a larger window than 8 MiB is refused, not allocated.
+        decompressor = zstandard.ZstdDecompressor(max_window_size=_ZSTD_WINDOW)
+        with decompressor.stream_reader(data, read_across_frames=True) as reader:
+            return reader.read(limit)
+    except zstandard.ZstdError:
+        return None
+
+
+_GZIP_MEMBERS = 16
+_ZSTD_WINDOW = 8 << 20
+#: Each Content-Encoding we read, as Scrapy's HttpCompressionMiddleware
+#: does: br and zstd when the library Scrapy uses for it is installed.
+_DECODERS: dict[bytes, Callable[[bytes, int], bytes | None]] = {
+    b"gzip": _gunzip,
+    b"x-gzip": _gunzip,
+    b"deflate": _inflate,
+}
+if brotli is not None and hasattr(brotli.Decompressor, "can_accept_more_data"):  # 1.2+: a bounded output
+    _DECODERS[b"br"] = _unbrotli
+if zstandard is not None:
+    _DECODERS[b"zstd"] = _unzstd
 
 
 def inflate(data: bytes, encoding: bytes, limit: int) -> bytes | None:
     """Inflate *data* as a stream, keeping at most *limit* bytes of output;
     None when the encoding is unknown or the data is not in it. A truncated
     stream gives what it inflated."""
-    for wbits in _WBITS.get(encoding, ()):
-        stream = zlib.decompressobj(wbits)
-        try:
-            return stream.decompress(data, limit)
-        except zlib.error:
-            continue
-    return None
+    decoder = _DECODERS.get(encoding)
+    return None if decoder is None else decoder(data, limit)

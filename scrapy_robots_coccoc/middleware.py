@@ -17,7 +17,7 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.python import to_unicode
 
-from . import _compat
+from . import _compat, _settings
 from .coordinator import OriginCoordinator
 from .crawldelay import CrawlDelays
 from .exceptions import OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden, RobotsTxtOnly
@@ -52,31 +52,35 @@ class RobotsTxtMiddleware:
         self._default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
         # The agent whose Crawl-delay paces a site: the crawl's own robot.
         self._crawl_agent: str = self._user_agent or self._default_user_agent
-        max_retries = settings.getint("ROBOTSTXT_MAX_RETRIES", 1)
-        max_origins = settings.getint("ROBOTSTXT_MAX_ORIGINS", 100_000)
+        max_retries = _settings.count(settings, "ROBOTSTXT_MAX_RETRIES", 1)
+        max_origins = _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1)
         store: Store = build_from_crawler(
             load_object(settings.get("ROBOTSTXT_STORE", "scrapy_robots_coccoc.stores.MemoryStore")), crawler
         )
         fetcher = RobotsTxtFetcher(
-            crawler, settings.getint("ROBOTSTXT_MAX_REDIRECTS", 5), max_retries, self._check_middlewares(crawler)
+            crawler,
+            _settings.count(settings, "ROBOTSTXT_MAX_REDIRECTS", 5),
+            max_retries,
+            self._check_middlewares(crawler),
         )
         self._origins = OriginCoordinator(
             crawler,
             store,
             fetcher,
-            cache_seconds=settings.getfloat("ROBOTSTXT_CACHE_SECONDS", 86400),
-            unavailable_seconds=settings.getfloat("ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
+            cache_seconds=_settings.number(settings, "ROBOTSTXT_CACHE_SECONDS", 86400),
+            unavailable_seconds=_settings.number(settings, "ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
             # One hop's worst case: a crashed peer holds the others no longer.
             claim_seconds=settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (max_retries + 1) + 5,
-            store_seconds=settings.getfloat("ROBOTSTXT_STORE_TIMEOUT", 10),
+            store_seconds=_settings.number(settings, "ROBOTSTXT_STORE_TIMEOUT", 10, positive=True),
             max_origins=max_origins,
         )
         concurrency = settings.getint("CONCURRENT_REQUESTS")
-        self._parking = Parking(crawler, settings.getint("ROBOTSTXT_MAX_PARKED_REQUESTS", max(100, 10 * concurrency)))
+        max_parked = _settings.count(settings, "ROBOTSTXT_MAX_PARKED_REQUESTS", max(100, 10 * concurrency))
+        self._parking = Parking(crawler, max_parked)
         self._delays = (
             CrawlDelays(
                 crawler,
-                settings.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY", 10),
+                _settings.number(settings, "ROBOTSTXT_MAX_CRAWL_DELAY", 10),
                 self._origins.reserve,
                 self._parking,
                 max_origins,
@@ -135,6 +139,16 @@ class RobotsTxtMiddleware:
             # Back to the scheduler: a persistent one keeps it for the next run.
             self._stats.inc_value("robotstxt/rescheduled_on_close")
             return request.replace(dont_filter=True)
+        except RobotsTxtFault as fault:
+            # Counted per request, like forbidden and unavailable ones: the
+            # fault itself is logged once per origin.
+            self._stats.inc_value("robotstxt/fault/dropped")
+            logger.debug(
+                "Dropped (%(fault)s): %(request)s",
+                {"fault": fault, "request": request},
+                extra={"spider": self.crawler.spider},
+            )
+            raise
         return None
 
     def _origin_of(self, request: Request) -> str:

@@ -22,6 +22,7 @@ from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred, DeferredList
 
+from . import _settings
 from ._robotstxt import RobotsTxt
 from .fetcher import parsed
 
@@ -125,8 +126,8 @@ class MemoryStore:
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
         return cls(
-            settings.getint("ROBOTSTXT_MAX_ORIGINS", 100_000),
-            int(settings.getfloat("ROBOTSTXT_MAX_ORIGINS_MB", 512) * 2**20),
+            _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1),
+            int(_settings.number(settings, "ROBOTSTXT_MAX_ORIGINS_MB", 512, positive=True) * 2**20),
         )
 
     def get(self, origin: str) -> OriginState | None:
@@ -344,15 +345,15 @@ class RedisStore:
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
         longest = max(
-            settings.getfloat("ROBOTSTXT_CACHE_SECONDS", 86400),
-            settings.getfloat("ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
+            _settings.number(settings, "ROBOTSTXT_CACHE_SECONDS", 86400),
+            _settings.number(settings, "ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
         )
         store = cls(
             redis_client(settings),
             MemoryStore.from_crawler(crawler),
             settings.get("ROBOTSTXT_REDIS_PREFIX", "robotstxt"),
             max_age=2 * longest,
-            slow_seconds=settings.getfloat("ROBOTSTXT_REDIS_SLOW_SECONDS", 0.1),
+            slow_seconds=_settings.number(settings, "ROBOTSTXT_REDIS_SLOW_SECONDS", 0.1),
         )
         crawler.signals.connect(store.warm_up, signal=signals.engine_started)
         crawler.signals.connect(store.close, signal=signals.engine_stopped)

@@ -157,3 +157,14 @@ async def test_150_requests_waiting_for_one_origin_all_keep_its_delay(sites):
     assert min(site.gaps()) >= 0.95, site.gaps()
     assert not stat(crawler, "robotstxt/store_errors")
     assert stat(crawler, "robotstxt/rescheduled_on_close") >= 140
+
+
+@pytest_twisted.ensureDeferred
+async def test_delays_too_short_for_the_reactors_timers_are_not_paced(sites):
+    # A millionth of a second per request: every turn would count as late
+    # and be taken again, for nothing a site could notice.
+    (site,) = sites(paced_site("User-agent: *\nRequest-rate: 1000000/1s\nCrawl-delay: 0.001\n"))
+    crawler = await crawl(urls=[site.url(p) for p in PAGES], follow=False)
+    assert len(crawler.spider.crawled) == 4
+    assert stat(crawler, "robotstxt/crawl_delay/sites") is None
+    assert stat(crawler, "robotstxt/crawl_delay/late_turns") is None

@@ -18,6 +18,8 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
+import tracemalloc
 import zlib
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,9 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 from twisted.web.server import NOT_DONE_YET, Site
 
+from scrapy_robots_coccoc._robotstxt import MAX_BYTES
 from scrapy_robots_coccoc.exceptions import RobotsTxtForbidden
+from scrapy_robots_coccoc.fetcher import inflate
 from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState
 
@@ -196,6 +200,23 @@ async def test_redirect_off_the_web_at_a_later_hop_is_unrestricted(sites, caplog
     assert sorted(crawler.spider.crawled) == sorted(urls), crawler.spider.failures
     assert stat(crawler, "robotstxt/redirect_count") == 2
     assert site.paths()[:3] == ["/robots.txt", "/hop1", "/hop2"]
+    assert bad_records(caplog) == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_redirect_scrapy_cannot_follow_is_the_sites_doing(sites, caplog):
+    # Scrapy refuses a URL with credentials ("invalid hostname"): a failed
+    # redirect, which allows, not a fault of ours, which would drop the site.
+    caplog.set_level(logging.INFO)
+    (site,) = sites(LoopbackSite())
+    site.pages["/robots.txt"] = Page(status=302, headers={"Location": site.url("/rules").replace("//", "//u:p@")})
+    site.pages["/rules"] = robots("User-agent: *\nDisallow: /\n")
+    urls = [site.url("/"), site.url("/private/x")]
+    crawler = await bounded_crawl(urls=urls, follow=False)
+    assert sorted(crawler.spider.crawled) == sorted(urls), crawler.spider.failures
+    assert stat(crawler, "robotstxt/redirect_count") == 1
+    assert stat(crawler, "robotstxt/local_faults") is None
+    assert site.paths().count("/robots.txt") == 1
     assert bad_records(caplog) == []
 
 
@@ -367,24 +388,72 @@ async def test_gzip_bomb_is_inflated_no_further_than_the_bound(sites, caplog, en
     assert bad_records(caplog) == []
 
 
+def compressed(encoding: str, text: bytes) -> bytes:
+    if encoding == "br":
+        return pytest.importorskip("brotli").compress(text)
+    if encoding == "zstd":
+        return pytest.importorskip("zstandard").ZstdCompressor().compress(text)
+    if encoding == "deflate":
+        return zlib.compress(text)
+    # Two members, as a server appending to a gzip file sends: the rules
+    # are in the second.
+    assert encoding == "gzip"
+    return gzip.compress(b"# members\n") + gzip.compress(text)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "zstd"])
 @pytest_twisted.ensureDeferred
-async def test_small_gzip_robotstxt_gives_its_rules(sites):
-    page = Page(gzip.compress(RULES.encode()), headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"})
+async def test_small_compressed_robotstxt_gives_its_rules(sites, encoding):
+    # Sent despite our Accept-Encoding: identity, in every encoding Scrapy reads.
+    page = Page(
+        compressed(encoding, RULES.encode()), headers={"Content-Encoding": encoding, "Content-Type": "text/plain"}
+    )
     (site,) = sites(LoopbackSite(pages={"/robots.txt": page}))
     crawler = await bounded_crawl(urls=[site.url("/private/x"), site.url("/a")], follow=False)
     assert crawler.spider.crawled == [site.url("/a")], crawler.spider.failures
     assert stat(crawler, "robotstxt/forbidden") == 1
+    assert stat(crawler, "robotstxt/compressed") == 1
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "br", "zstd", "compress"])
 @pytest_twisted.ensureDeferred
-async def test_body_that_is_not_in_its_encoding_is_unrestricted_without_error(sites, caplog):
+async def test_body_that_is_not_in_its_encoding_is_unrestricted_with_a_warning(sites, caplog, encoding):
     caplog.set_level(logging.INFO)
-    page = Page(RULES.encode(), headers={"Content-Encoding": "gzip"})  # says gzip, is not
+    page = Page(RULES.encode(), headers={"Content-Encoding": encoding})  # says so, is not (or unknown)
     (site,) = sites(LoopbackSite(pages={"/robots.txt": page}))
     urls = [site.url("/private/x"), site.url("/a")]
     crawler = await bounded_crawl(urls=urls, follow=False)
     assert sorted(crawler.spider.crawled) == sorted(urls), crawler.spider.failures
+    assert stat(crawler, "robotstxt/unreadable") == 1
+    (warning,) = [m for m in ours(caplog, logging.WARNING) if "unreadable" in m]
+    assert site.url("/robots.txt") in warning and encoding in warning
     assert bad_records(caplog) == []
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd"])
+def test_a_br_or_zstd_bomb_is_inflated_no_further_than_the_bound(encoding):
+    bomb = {
+        "br": lambda: pytest.importorskip("brotli").compress(bytes(64 << 20), quality=1),
+        "zstd": lambda: pytest.importorskip("zstandard").ZstdCompressor().compress(bytes(64 << 20)),
+    }[encoding]()
+    assert len(bomb) < 20_000
+    tracemalloc.start()
+    try:
+        inflated = inflate(bomb, encoding.encode(), MAX_BYTES + 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(inflated) == MAX_BYTES + 1
+    assert peak < 4 * MAX_BYTES
+
+
+def test_a_gzip_body_of_many_empty_members_is_read_in_bounded_time():
+    # Each member's leftover input is a copy: 50,000 members of 1 MiB would
+    # copy 26 GB. Members past the 16th are not read.
+    body = gzip.compress(b"") * 50_000 + gzip.compress(RULES.encode())
+    started = time.perf_counter()
+    assert inflate(body, b"gzip", MAX_BYTES + 1) == b""
+    assert time.perf_counter() - started < 0.1
 
 
 # --- connections broken mid-body ---------------------------------------------
@@ -981,6 +1050,7 @@ def test_out_of_file_descriptors_is_a_local_fault_not_the_sites():
     assert len(warnings) == 1, warnings
     assert "not the site" in warnings[0]
     assert stats.get("robotstxt/local_faults") == 1, stats
+    assert stats.get("robotstxt/fault/dropped") == len(first), stats
     assert "robotstxt/unavailable/origins" not in stats, stats
     # Retried after the short fault interval, not an hour: the site's rules decide.
     assert any(u.endswith("/c") and u.startswith(site) for u in result["crawled"]), result

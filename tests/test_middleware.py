@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+import pytest
 import pytest_twisted
 from scrapy.exceptions import IgnoreRequest
 
@@ -227,3 +228,46 @@ async def test_requests_waiting_in_place_for_their_turn_leave_at_close_too(sites
     await crawl(stock, urls=[stock_site.url(f"/p{i}") for i in range(20)], follow=False)
     assert ours_seconds <= 1.5 * (time.monotonic() - start) + 0.3
     assert stat(ours, "robotstxt/rescheduled_on_close") >= 1
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ROBOTSTXT_MAX_REDIRECTS", -1),
+        ("ROBOTSTXT_MAX_RETRIES", 1.5),
+        ("ROBOTSTXT_MAX_CRAWL_DELAY", "nan"),
+        ("ROBOTSTXT_MAX_CRAWL_DELAY", -1),
+        ("ROBOTSTXT_CACHE_SECONDS", "a day"),
+        ("ROBOTSTXT_STORE_TIMEOUT", 0),
+        ("ROBOTSTXT_MAX_ORIGINS", 0),
+        ("ROBOTSTXT_MAX_ORIGINS_MB", "nan"),
+        ("ROBOTSTXT_MAX_PARKED_REQUESTS", "many"),
+    ],
+)
+@pytest_twisted.ensureDeferred
+async def test_a_setting_that_makes_no_sense_stops_the_crawl_at_start(sites, name, value):
+    (site,) = sites(site_with())
+    with pytest.raises(ValueError, match=name):
+        await crawl({name: value}, urls=[site.url("/")])
+    assert site.paths() == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_infinite_periods_mean_never_again(sites):
+    (site,) = sites(site_with())
+    from twisted.internet import reactor
+    from twisted.web.server import Site
+
+    closed = reactor.listenTCP(0, Site(LoopbackSite()), interface="127.0.0.9")
+    refused = f"http://127.0.0.9:{closed.getHost().port}"
+    await closed.stopListening()
+    settings = {"ROBOTSTXT_CACHE_SECONDS": "inf", "ROBOTSTXT_UNAVAILABLE_SECONDS": "inf", "ROBOTSTXT_MAX_RETRIES": 0}
+    # One at a time: each asks the store what the one before left there.
+    one_by_one = {**settings, "CONCURRENT_REQUESTS": 1}
+    urls = [site.url(f"/p{i}") for i in range(5)] + [f"{refused}/p{i}" for i in range(5)]
+    crawler = await crawl(one_by_one, urls=urls, follow=False)
+    assert len(crawler.spider.crawled) == 5
+    assert site.paths().count("/robots.txt") == 1
+    assert stat(crawler, "robotstxt/request_count") == 2
+    assert stat(crawler, "robotstxt/unavailable/dropped") == 5
+    assert stat(crawler, "robotstxt/store_errors") is None

@@ -1,0 +1,44 @@
+"""The package's numeric settings, read and checked in one place.
+
+A value that makes no sense (negative, not a number, a word) stops the crawl
+at start-up with an error naming the setting, instead of misbehaving quietly
+for the whole crawl: a negative ``ROBOTSTXT_MAX_REDIRECTS`` failed every
+fetch, a ``nan`` ``ROBOTSTXT_MAX_CRAWL_DELAY`` lifted the cap.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+#: What ``inf`` stands for (seconds, megabytes): longer than any crawl, more
+#: than any memory, and still a finite number that times can be added to.
+UNBOUNDED = 1e9
+
+
+def number(settings: BaseSettings, name: str, default: float, *, positive: bool = False) -> float:
+    """The setting *name* as a number >= 0 (> 0 when *positive*), ``inf``
+    read as :data:`UNBOUNDED`."""
+    raw = settings.get(name, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    if math.isnan(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be a number {'>' if positive else '>='} 0, not {raw!r}")
+    return min(value, UNBOUNDED)
+
+
+def count(settings: BaseSettings, name: str, default: int, *, minimum: int = 0) -> int:
+    """The setting *name* as a whole number >= *minimum*."""
+    raw = settings.get(name, default)
+    try:
+        value = int(raw)
+    except (TypeError, ValueError, OverflowError):
+        value = minimum - 1
+    if value < minimum or isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+        raise ValueError(f"{name} must be a whole number >= {minimum}, not {raw!r}")
+    return value
