@@ -27,7 +27,7 @@ from .exceptions import RobotsTxtFault
 from .fetcher import LocalFault, Rules, Unrestricted, describe
 from .origins import robots_url
 from .signals import robotstxt_sitemaps_found
-from .stores import OriginState
+from .stores import MemoryStore, OriginState, turns_horizon
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: What a store's failed answer is replaced with, told apart from None.
+_FAILED = object()
 #: How often to look for a robots.txt another worker is fetching: from the
 #: first to the last interval, doubling.
 PEER_POLL_SECONDS = (0.01, 0.2)
@@ -81,6 +83,8 @@ class OriginCoordinator:
         self._silent_before: set[str] = set()  # origins fetched again after being unavailable
         # Origin -> (until, cause) of a local fault; bounded like the store.
         self._faults: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        # Turns of this process alone, for when the store cannot give one.
+        self._paced_here = MemoryStore(self._max_origins)
         # Origin -> expiry of the state whose sitemaps this process announced.
         self._announced: OrderedDict[str, float] = OrderedDict()
 
@@ -130,25 +134,26 @@ class OriginCoordinator:
         """The start of *origin*'s next turn, from the store (see
         :meth:`.Store.reserve`): at once from a synchronous store, a
         Deferred from one that answers later (the caller waits for it
-        parked). Guarded like every store call: an answer that makes no
-        sense (not a finite time, or absurdly far) is a WARNING and "now"."""
+        parked). Guarded like every store call: a failure, or an answer that
+        makes no sense (not a finite time, or absurdly far), is a WARNING,
+        and the turn is this process's own: the origin stays paced."""
         try:
             answer = self._store.reserve(origin, spacing)
         except Exception as exc:
-            return self._store_failed("reserve", origin, exc, None)
+            return self._store_failed("reserve", origin, exc, self._paced_here.reserve(origin, spacing))
         if isawaitable(answer):
-            later = deferred_from_coro(self._answer("reserve", origin, answer, None))
+            later = deferred_from_coro(self._answer("reserve", origin, answer, _FAILED))
             return later.addCallback(lambda start: self._believable(origin, spacing, start))
         return self._believable(origin, spacing, answer)
 
     def _believable(self, origin: str, spacing: float, start: Any) -> float | None:
         # Turns of every request waiting for an origin may legitimately be
         # this far ahead; 1e12 (year 33,658) is not.
-        now = time.time()
-        if start is None or (_finite(start) and start <= now + max(3600.0, 1000 * spacing)):
+        if start is None or (_finite(start) and start <= time.time() + turns_horizon(spacing)):
             return start
-        self._store_failed("reserve", origin, ValueError(f"unbelievable start {start!r}"), None)
-        return now
+        if start is not _FAILED:  # a failure was reported already
+            self._store_failed("reserve", origin, ValueError(f"unbelievable start {start!r}"), None)
+        return self._paced_here.reserve(origin, spacing)
 
     def _usable(self, origin: str, state: OriginState | None, request: Request) -> OriginState | None:
         """*state* if requests may be decided by it now (a stale one with rules

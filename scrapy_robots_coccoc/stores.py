@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import sys
 import time
 from collections import OrderedDict
@@ -23,7 +24,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred, DeferredList
 
 from . import _settings
-from ._robotstxt import RobotsTxt
+from ._robotstxt import MAX_BYTES, RobotsTxt
 from .fetcher import parsed
 
 if TYPE_CHECKING:
@@ -36,6 +37,14 @@ logger = logging.getLogger(__name__)
 
 #: What an OriginState and its entry in the map take, the rules aside.
 _STATE_BYTES = 200
+
+
+def turns_horizon(spacing: float) -> float:
+    """How far ahead a reserved start may be and still be believed: every
+    request waiting for an origin, in every worker, holds a turn (an hour,
+    or 1,000 turns, whichever is longer); a start farther off is nonsense."""
+    return max(3600.0, 1000 * spacing)
+
 
 T = TypeVar("T")
 #: What a store method returns: its answer, or an awaitable of it.
@@ -115,6 +124,9 @@ class MemoryStore:
     holds the state it refreshes, and stores the new one when it comes.
     """
 
+    #: Origins looked at per reservation when the map of next starts is full.
+    EVICTION_TRIES = 4
+
     def __init__(self, max_origins: int, max_bytes: int = 512 * 2**20) -> None:
         self._states: OrderedDict[str, tuple[OriginState, int]] = OrderedDict()
         self._next_starts: OrderedDict[str, float] = OrderedDict()
@@ -161,9 +173,19 @@ class MemoryStore:
     def reserved_until(self, origin: str, next_start: float) -> None:
         """Let the next turn here start no earlier than *next_start* (a
         shared store notes its reservations, to pace alone from them)."""
-        self._next_starts[origin] = max(next_start, self._next_starts.pop(origin, 0.0))
-        if len(self._next_starts) > self._max_origins:
-            self._next_starts.popitem(last=False)
+        next_starts = self._next_starts
+        next_starts[origin] = max(next_start, next_starts.pop(origin, 0.0))
+        # Past the bound the least recently paced origin goes, unless its
+        # next start is still ahead: that is a turn promised to a waiting
+        # request. Such an origin goes to the back, a few per call, so the
+        # map may exceed the bound by the origins with requests waiting.
+        now = time.time()
+        for _ in range(self.EVICTION_TRIES):
+            if len(next_starts) <= self._max_origins:
+                break
+            oldest, start = next_starts.popitem(last=False)
+            if start > now:
+                next_starts[oldest] = start
 
     def __len__(self) -> int:
         return len(self._states)
@@ -172,16 +194,32 @@ class MemoryStore:
 # Stored outcome -> (has rules, unavailable).
 OUTCOMES = {b"rules": (True, False), b"unrestricted": (False, False), b"unavailable": (False, True)}
 
+# A stored number is read only when written as ours are, in decimal: Lua's
+# tonumber() takes "0x6b0787" where Python's float() takes "1_000", and the
+# two sides must agree on what a value means.
+_DECIMAL = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?")
+_LUA_NUMBER = """
+local function number(text)
+  if type(text) == 'string' and (string.find(text, '^%-?%d+$') or string.find(text, '^%-?%d+%.%d+$')) then
+    return tonumber(text)
+  end
+end
+"""
 # The Lua scripts below read nothing they did not check: another version, a
 # bug or a hand in redis-cli may have left anything under our keys.
 SCRIPTS = {
     # Redis's clock (seconds, microseconds), the key's type and, for a
-    # hash, the origin's state as a flat list.
+    # hash, the origin's outcome, body and expiry; a hash whose fields are
+    # larger than any worker writes is 'oversized', never sent whole.
+    # ARGV: the most bytes a field may hold.
     "read": """
 local t = redis.call('TIME')
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'hash' then return {t[1], t[2], kind} end
-return {t[1], t[2], kind, redis.call('HGETALL', KEYS[1])}
+for _, field in ipairs({'outcome', 'body', 'expires_at'}) do
+  if redis.call('HSTRLEN', KEYS[1], field) > tonumber(ARGV[1]) then return {t[1], t[2], 'oversized'} end
+end
+return {t[1], t[2], kind, redis.call('HMGET', KEYS[1], 'outcome', 'body', 'expires_at')}
 """,
     # Replace the state (whatever type the key had) and drop the fetch lock.
     "store": """
@@ -205,15 +243,18 @@ return 1
     # holds the lock (0). A lock without expiry is taken over (2); one longer
     # than ours is cut to ours, so that every lock ends. Returns {that,
     # Redis's clock (seconds, microseconds)}.
-    # ARGV: now, lock milliseconds, the longest believable lifetime.
-    "claim": """
+    # ARGV: now, lock milliseconds, the longest believable lifetime, the
+    # most bytes a body may hold (see "read").
+    "claim": _LUA_NUMBER
+    + """
 local t = redis.call('TIME')
 local function claim()
   local now = tonumber(ARGV[1])
   if redis.call('TYPE', KEYS[1]).ok == 'hash' then
-    local f = redis.call('HMGET', KEYS[1], 'outcome', 'expires_at', 'body')
-    local expires = tonumber(f[2])
-    if (f[1] == 'rules' or f[1] == 'unrestricted' or f[1] == 'unavailable') and f[3]
+    local f = redis.call('HMGET', KEYS[1], 'outcome', 'expires_at')
+    local expires = number(f[2])
+    local body = redis.call('HEXISTS', KEYS[1], 'body') == 1 and redis.call('HSTRLEN', KEYS[1], 'body')
+    if (f[1] == 'rules' or f[1] == 'unrestricted' or f[1] == 'unavailable') and body and body <= tonumber(ARGV[4])
         and expires and expires > now and expires <= now + tonumber(ARGV[3]) then
       return 0
     end
@@ -236,7 +277,8 @@ return {claim(), t[1], t[2]}
     # {first start, Redis's now, problem with the stored value or ''}; an
     # unreadable or unbelievably far "next" is ignored.
     # ARGV: spacing, lead, the farthest believable next start from now, count.
-    "reserve": """
+    "reserve": _LUA_NUMBER
+    + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local spacing, lead, horizon = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -246,8 +288,8 @@ local after, problem = 0, ''
 if type(raw) == 'table' then
   problem = 'next start is not a string; ignored'
 elseif raw then
-  after = tonumber(raw)
-  if not after or after ~= after or after > now + horizon then
+  after = number(raw)
+  if not after or after > now + horizon then
     problem = 'next start ' .. string.sub(raw, 1, 40) .. ' is not a believable time; ignored'
     after = 0
   end
@@ -290,8 +332,6 @@ class RedisStore:
     RETRY_SECONDS = 5.0
     #: Threads of the pool that runs the blocking client (other reactors).
     THREADS = 8
-    #: How many turns ahead of now a stored "next start" is believed.
-    RESERVED_TURNS = 256
     #: Reservations tried before a late one is returned all the same.
     RESERVE_ATTEMPTS = 5
     #: Connections opened at once before the crawl starts (script uploads
@@ -412,25 +452,26 @@ class RedisStore:
 
     async def _get_shared(self, origin: str, local: OriginState | None) -> OriginState | None:
         sent = time.time()
-        answer = await self._run("read", [self._key(origin, "state")], [])
+        answer = await self._run("read", [self._key(origin, "state")], [MAX_BYTES])
         if answer is None:
             return local
         seconds, microseconds, kind, *found = answer
         self._read_clock(sent, int(seconds) + int(microseconds) / 1e6)
         if kind == b"none":
             return local
+        if kind == b"oversized":
+            return self._unreadable(origin, "size", "a state larger than any robots.txt; ignored", local)
         if not found:
             return self._unreadable(
                 origin, "type", f"the state is a Redis {kind.decode(errors='replace')}, not a hash; ignored", local
             )
-        fields = dict(zip(found[0][::2], found[0][1::2], strict=True))
-        outcome = OUTCOMES.get(fields.get(b"outcome"))  # type: ignore[arg-type]
+        raw_outcome, body, raw_expiry = found[0]
+        outcome = OUTCOMES.get(raw_outcome)
         if outcome is None:
-            return self._unreadable(origin, "outcome", f"outcome {fields.get(b'outcome')!r}; ignored", local)
-        expires_at = _finite(fields.get(b"expires_at"))
+            return self._unreadable(origin, "outcome", f"outcome {raw_outcome!r}; ignored", local)
+        expires_at = _finite(raw_expiry)
         if expires_at is None or expires_at > time.time() + self._max_age:
-            return self._unreadable(origin, "expiry", f"expiry {fields.get(b'expires_at')!r}; ignored", local)
-        body = fields.get(b"body")
+            return self._unreadable(origin, "expiry", f"expiry {raw_expiry!r}; ignored", local)
         if body is None:
             return self._unreadable(origin, "body", "a state without body; ignored", local)
         if local is not None and local.expires_at == expires_at:
@@ -454,7 +495,8 @@ class RedisStore:
     async def _claim_shared(self, origin: str, seconds: float) -> bool:
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]
         sent = time.time()
-        answer = await self._run("claim", keys, [repr(sent), max(1, int(seconds * 1000)), repr(self._max_age)])
+        args = [repr(sent), max(1, int(seconds * 1000)), repr(self._max_age), MAX_BYTES]
+        answer = await self._run("claim", keys, args)
         if answer is None:
             return True  # Redis failed: fetch here
         claimed, redis_seconds, redis_microseconds = answer
@@ -498,7 +540,7 @@ class RedisStore:
         """The first of *count* consecutive turns, *spacing* apart."""
         if not self._clock_known and not await self._know_clock():
             return self._local.reserve(origin, count * spacing)
-        horizon = max(60.0, self.RESERVED_TURNS * spacing)
+        horizon = turns_horizon(spacing)
         for _ in range(self.RESERVE_ATTEMPTS):
             # Ask for a start the answer can reach in time: its way back
             # (half a round trip) with as much again to spare, plus 5 ms.
@@ -653,10 +695,10 @@ class RedisClock:
 
 
 def _finite(raw: bytes | None) -> float | None:
-    try:
-        value = float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    """A stored number, if written in decimal as ours are (see _DECIMAL)."""
+    if raw is None or _DECIMAL.fullmatch(raw) is None:
         return None
+    value = float(raw)
     return value if math.isfinite(value) else None
 
 

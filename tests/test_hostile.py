@@ -1128,15 +1128,27 @@ class RaisingReserveStore(MemoryStore):
         raise RuntimeError("reserve failed (test)")
 
 
-@pytest.mark.parametrize("store", ["NanReserveStore", "FarReserveStore", "RaisingReserveStore"])
+class SlowReserveStore(MemoryStore):
+    """A store whose pacing answers come after ROBOTSTXT_STORE_TIMEOUT."""
+
+    def reserve(self, origin: str, spacing: float) -> Deferred[float]:
+        from twisted.internet import reactor
+        from twisted.internet.task import deferLater
+
+        return deferLater(reactor, 5, time.time)
+
+
+@pytest.mark.parametrize("store", ["NanReserveStore", "FarReserveStore", "RaisingReserveStore", "SlowReserveStore"])
 @pytest_twisted.ensureDeferred
-async def test_nonsense_from_a_stores_reserve_never_hangs_the_crawl(sites, store, caplog):
+async def test_nonsense_from_a_stores_reserve_never_hangs_the_crawl_nor_unpaces_the_site(sites, store, caplog):
     (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.2\n")}))
     urls = [site.url(f"/p{i}") for i in range(3)]
-    settings = {"ROBOTSTXT_STORE": f"tests.test_hostile.{store}"}
+    settings = {"ROBOTSTXT_STORE": f"tests.test_hostile.{store}", "ROBOTSTXT_STORE_TIMEOUT": 0.2}
     crawler = await bounded_crawl(settings, urls=urls, follow=False, timeout=10)
     assert sorted(crawler.spider.crawled) == sorted(urls)
     assert stat(crawler, "robotstxt/store_errors") >= 1
+    # Paced by this process alone, as when Redis is down.
+    assert min(site.gaps()) >= 0.19, site.gaps()
 
 
 # --- a close while the store's pacing answer is awaited, under another reactor ----

@@ -205,6 +205,14 @@ POISONS = {
     "infinite expiry": {**FRESH, "expires_at": "inf"},
     "nan expiry": {**FRESH, "expires_at": "nan"},
     "unbelievably far expiry": {**FRESH, "expires_at": "1e300"},
+    # Fresh to Lua's tonumber() or to Python's float(), not both: neither
+    # side may take it as fresh (a claim refused while get() finds nothing
+    # held every worker back until the claim's deadline).
+    "hexadecimal expiry": {**FRESH, "expires_at": "{soon_hex}"},
+    "expiry with underscores": {**FRESH, "expires_at": "{soon_underscores}"},
+    # Larger than any worker writes: never read whole.
+    "oversized body": {**FRESH, "body": "Disallow: /\n" * 50_000},
+    "oversized outcome": {**FRESH, "outcome": "rules" * 200_000},
 }
 
 
@@ -217,8 +225,9 @@ async def test_unreadable_state_is_missing_with_one_warning_and_a_fetch_replaces
     if isinstance(value, bytes):
         redis_server.client.set(key("state"), value)
     else:
-        soon = repr(time.time() + 600)
-        redis_server.client.hset(key("state"), mapping={k: soon if v == "{soon}" else v for k, v in value.items()})
+        soon = int(time.time() + 600)
+        spelled = {"{soon}": repr(soon + 0.5), "{soon_hex}": hex(soon), "{soon_underscores}": f"{soon:_}"}
+        redis_server.client.hset(key("state"), mapping={k: spelled.get(v, v) for k, v in value.items()})
     store = new_store()
 
     assert await settle(store.get(ORIGIN)) is None
@@ -262,6 +271,19 @@ async def test_unbelievable_next_start_is_ignored(value, redis_server, new_store
     assert second - first == pytest.approx(0.5, abs=0.01)
     (warning,) = warnings_of(caplog)
     assert ORIGIN in warning
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_next_start_hundreds_of_turns_ahead_is_believed(redis_server, new_store, caplog):
+    """Two workers parking 160 requests each hold 320 turns of one origin:
+    the 321st comes after them, not at once."""
+    ahead = time.time() + 400 * 1.05
+    redis_server.client.set(key("next"), f"{ahead:.6f}")
+    store = new_store()
+
+    start = await settle(store.reserve(ORIGIN, 1.05))
+    assert start == pytest.approx(ahead, abs=0.05)
+    assert warnings_of(caplog) == []
 
 
 @pytest_twisted.ensureDeferred

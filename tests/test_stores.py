@@ -84,3 +84,13 @@ def test_redis_clock_keeps_its_best_reading_and_slews_once_turns_use_it():
     assert 0 < clock.turn_offset() - 5.0 <= RedisClock.SLEW * 1
     clock.read(163.0, 163.001, 168.0305)
     assert clock.turn_offset() - 5.0 == pytest.approx(0.03, abs=1e-6)
+
+
+def test_a_next_start_still_ahead_is_never_forgotten():
+    # More paced origins than the bound: the one whose turns are promised
+    # to waiting requests keeps them; origins whose turns are past go.
+    store = MemoryStore(max_origins=2)
+    first = store.reserve("http://a", 10)
+    store.reserve("http://b", 0)
+    store.reserve("http://c", 0)
+    assert store.reserve("http://a", 10) == pytest.approx(first + 10, abs=0.01)
