@@ -98,7 +98,9 @@ class RobotsTxt:
             # A User-agent line after a member line starts a new group; the
             # search covers only the lines up to the next User-agent line.
             starts_run = MEMBER_LINE.search(text, line_end, next_start) is not None
-            if starts_run and run:
+            # The last group stands even without rules (RFC 9309 §2.1: zero
+            # or more rules): its robots obey it, not "*".
+            if (starts_run or next_start == len(text)) and run:
                 newlines += text.count(b"\n", counted_to, line_end)
                 counted_to = line_end
                 section = b"%d" % newlines + text[line_end:next_start]

@@ -155,6 +155,8 @@ _INDEXED_CHARS = 1024
 _BLOOM_KEYS = 512
 _ALL_BITS = (1 << 256) - 1
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# A number as robots.txt files write one: digits, perhaps a decimal point.
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _WINDOW = re.compile(r"(\d{1,2}):?(\d\d)\s*(?:-|\s)\s*(\d{1,2}):?(\d\d)")
 # Helpers that let map() and compress() run at C speed.
 _PATTERN_OF_LINE = itemgetter(slice(1, None))
@@ -429,12 +431,10 @@ class RuleSet:
 
 
 def parse_delay(text: str) -> float | None:
-    """Return a Crawl-delay in seconds, or None when it is not a number >= 0."""
-    try:
-        delay = float(text)
-    except ValueError:
-        return None
-    return delay if math.isfinite(delay) and delay >= 0 else None
+    """Return a Crawl-delay in seconds, or None when it is not a decimal
+    number (``float`` alone would read ``1_0`` as 10 and ``1e3`` as 1000)."""
+    text = text.strip()
+    return float(text) if _DECIMAL.fullmatch(text) else None
 
 
 def parse_request_rate(text: str) -> RequestRate | None:
@@ -446,11 +446,11 @@ def parse_request_rate(text: str) -> RequestRate | None:
     unit = _SECONDS_PER_UNIT.get(period[-1:], 0)
     if unit:
         period = period[:-1]
-    try:
-        count, seconds = int(requests), float(period) * (unit or 1)
-    except ValueError:
+    requests = requests.strip()
+    if not (slash and requests.isdecimal() and requests.isascii() and _DECIMAL.fullmatch(period)):
         return None
-    if not slash or count <= 0 or not (math.isfinite(seconds) and seconds > 0):
+    count, seconds = int(requests), float(period) * (unit or 1)
+    if count <= 0 or not (math.isfinite(seconds) and seconds > 0):
         return None
     hours = parse_visit_time(window) if window else None
     return RequestRate(count, seconds, *hours) if hours else RequestRate(count, seconds)

@@ -19,6 +19,7 @@ _PREFIX_WORD = re.compile(r"([a-z0-9_-]+)\*?")
 _SHORT_WORD = 64
 _KEPT_KEYS = 4096
 _KEYS: dict[bytes, str | None] = {}
+_UNKNOWN = object()
 
 #: Group keys of agent values that only a robot with exactly that name obeys
 #: (``s~snapchat-proxy``) start with this, which no robot name contains.
@@ -36,8 +37,10 @@ def agent_key(value: bytes) -> str | None:
     """
     # Values repeat across lines and files (``*``, ``Googlebot``): their keys
     # are kept, as written, a bounded number of short ones.
-    if value in _KEYS:
-        return _KEYS[value]
+    # One lookup: another thread parsing a file may clear the cache between two.
+    known = _KEYS.get(value, _UNKNOWN)
+    if known is not _UNKNOWN:
+        return known  # type: ignore[return-value]
     word = _AGENT_WORD.match(value.lstrip())[0]  # type: ignore[index]
     key = (_key_of_word(word) if len(word) <= _SHORT_WORD else _key(word)) if word else None
     if len(value) <= _SHORT_WORD:

@@ -15,7 +15,7 @@ from datetime import time as clock
 import pytest
 
 from scrapy_robots_coccoc import RequestRate, RobotsTxt, VisitTime, _ruleset
-from scrapy_robots_coccoc._robotstxt import MAX_BYTES
+from scrapy_robots_coccoc._robotstxt import MAX_BYTES, Decision
 from scrapy_robots_coccoc._useragent import robot_name
 
 WEB = "coccocbot-web"
@@ -388,3 +388,13 @@ def test_alternating_files_keep_their_own_wildcards():
         assert not pdf.allowed("/x.pdf", WEB) and pdf.allowed("/x.php", WEB)
         assert not php.allowed("/x.php", WEB) and php.allowed("/x.pdf", WEB)
         assert php.explain("/a/b.pdf", WEB).rule == (True, "/a/*.pdf$", 3)
+
+
+@pytest.mark.parametrize("tail", ["", "# nothing more\n", "Sitemap: https://a.vn/s.xml\n", "User-agent: other\n"])
+def test_a_last_group_without_rules_is_obeyed_not_the_catch_all(tail):
+    # RFC 9309 §2.1: a group has zero or more rules; "*" applies only when
+    # no group names the robot (Google and Protego agree).
+    robots = RobotsTxt.parse(f"User-agent: *\nCrawl-delay: 10\nDisallow: /\n\nUser-agent: coccocbot\n{tail}")
+    assert robots.explain("https://a.vn/page", "coccocbot-web") == Decision(True, "coccocbot", None)
+    assert robots.crawl_delay("coccocbot-web") is None
+    assert not robots.allowed("https://a.vn/page", "Googlebot")
