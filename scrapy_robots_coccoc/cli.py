@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from http.client import HTTPMessage
+from http.client import HTTPException, HTTPMessage, HTTPResponse
 from typing import IO, TextIO
 
 from . import __version__
@@ -79,17 +80,44 @@ class FiveRedirects(urllib.request.HTTPRedirectHandler):
 
 def fetch(url: str) -> tuple[bytes, str]:
     """GET a robots.txt as the middleware reads it: 200 gives rules, any
-    other answer gives unrestricted access, no answer is an error."""
-    request = urllib.request.Request(url, headers={"User-Agent": f"{DEFAULT_AGENT} (robots.txt checker)"})
+    other answer gives unrestricted access, no answer (or none in
+    ``FETCH_TIMEOUT`` seconds, or not HTTP) is an error."""
+    deadline = time.monotonic() + FETCH_TIMEOUT
     opener = urllib.request.build_opener(FiveRedirects)
     try:
+        request = urllib.request.Request(url, headers={"User-Agent": f"{DEFAULT_AGENT} (robots.txt checker)"})
         with opener.open(request, timeout=FETCH_TIMEOUT) as response:
-            return read_bounded(response), f"{response.url} (HTTP {response.status})"
+            if response.status != 200:
+                return b"", f"{response.url} (HTTP {response.status}: everything allowed)"
+            return read_by(response, deadline), f"{response.url} (HTTP 200)"
     except urllib.error.HTTPError as exc:
         return b"", f"{url} (HTTP {exc.code}: everything allowed)"
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise Unreadable(f"cannot fetch {url}: {reason}") from exc
+    except (urllib.error.URLError, OSError, HTTPException, ValueError) as exc:
+        # No answer, one that is not HTTP or broke off, or a URL that cannot
+        # be requested (``http://[::1/``, a space in the host).
+        reason = getattr(exc, "reason", None) or exc
+        raise Unreadable(f"cannot fetch {url}: {reason!s:.200}") from exc
+
+
+def read_by(stream: HTTPResponse, deadline: float) -> bytes:
+    """:func:`read_bounded`, given up at *deadline* (a timeout bounds each
+    read, not a body that drips in a byte at a time)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_BYTES:
+        if time.monotonic() > deadline:
+            raise Unreadable(f"robots.txt did not arrive within {FETCH_TIMEOUT} s")
+        try:
+            chunk = stream.read1(MAX_BYTES + 1 - size)
+        except (HTTPException, OSError):
+            # Broken off mid-body: as for the middleware, the complete lines count.
+            received = b"".join(chunks)
+            return received[: received.rfind(b"\n") + 1]
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def describe(source: str, body: bytes, agent: str) -> str:

@@ -160,7 +160,8 @@ class RobotsSitemapMixin(_MixinBase):
             if url in self._robots_sitemaps_seen or (origin, url) in self._robots_sitemaps_declined:
                 continue
             stats.inc_value("robotstxt/sitemaps/found")
-            if not url.startswith(("http://", "https://")) or not host:
+            request = _request(url) if url.startswith(("http://", "https://")) and host else None
+            if request is None:
                 declined = "invalid"
             elif not self._in_scope(site, host):
                 declined = "out_of_scope"
@@ -170,9 +171,8 @@ class RobotsSitemapMixin(_MixinBase):
                 self._robots_sitemaps_seen.add(url)
                 self._robots_sitemaps_per_origin[origin] += 1
                 stats.inc_value("robotstxt/sitemaps/scheduled")
-                # No dont_filter: with a shared dupefilter (scrapy-redis) a
-                # sitemap another worker already requested is dropped.
-                self.crawler.engine.crawl(Request(url, callback=sitemap_parser(self)))
+                request.callback = sitemap_parser(self)
+                self.crawler.engine.crawl(request)
                 continue
             self._robots_sitemaps_declined[origin, url] = None
             if len(self._robots_sitemaps_declined) > MAX_DECLINED:
@@ -187,6 +187,17 @@ class RobotsSitemapMixin(_MixinBase):
             domains = getattr(self, "allowed_domains", None) or [site]
             return any(within(host, domain) for domain in domains)
         return within(host, site) or within(site, host)
+
+
+def _request(url: str) -> Request | None:
+    """A request of a listed sitemap, or None for a URL Scrapy refuses (a
+    port out of range, say): one bad line must not stop the lines after it.
+    No dont_filter: with a shared dupefilter (scrapy-redis) a sitemap
+    another worker already requested is dropped."""
+    try:
+        return Request(url)
+    except ValueError:
+        return None
 
 
 def within(host: str, domain: str) -> bool:

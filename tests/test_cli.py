@@ -140,3 +140,42 @@ async def test_fetches_a_url_as_the_middleware_reads_it(sites):
     assert code == 0 and "HTTP 302: everything allowed" in out
     out, code = await check("/ftp/robots.txt")  # a redirect the middleware does not follow either
     assert code == 0 and "HTTP 301: everything allowed" in out
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_answer_that_is_not_http_breaks_off_or_never_ends_is_exit_3_without_traceback(sites):
+    from twisted.internet import protocol, reactor
+    from twisted.internet.utils import getProcessOutputAndValue
+
+    from .test_hostile import HostileSite, broken_after, dripping
+
+    class NotHttp(protocol.Protocol):
+        def connectionMade(self):
+            self.transport.write(b"garbage\r\n\r\n")
+            self.transport.loseConnection()
+
+    port = reactor.listenTCP(0, protocol.Factory.forProtocol(NotHttp), interface="127.0.0.9")
+    (site,) = sites(HostileSite())
+    site.handlers["/broken/robots.txt"] = broken_after(b"User-agent: *\nDisallow: /cats\n", "abort", after=1)
+    site.handlers["/drip/robots.txt"] = dripping(b"# more\n", 0.2)
+    # As the middleware: a 203 is not a 200, its body gives no rules.
+    site.pages["/203/robots.txt"] = Page(ROBOTS.encode(), status=203)
+    # A short timeout, so that the dripping body is given up soon.
+    command = "import sys; from scrapy_robots_coccoc import cli; cli.FETCH_TIMEOUT = 1; sys.exit(cli.main())"
+
+    async def check(url: str) -> tuple[str, str, int]:
+        out, err, code = await getProcessOutputAndValue(sys.executable, ["-c", command, url, "/cats/x"])
+        return out.decode(), err.decode(), code
+
+    try:
+        not_http = f"http://127.0.0.9:{port.getHost().port}/robots.txt"
+        for url in (not_http, site.url("/drip/robots.txt"), "http://[::1/x"):
+            out, err, code = await check(url)
+            assert code == 3 and (f"error: cannot fetch {url}" in err or "did not arrive within 1 s" in err), err
+            assert "Traceback" not in err, err
+        out, err, code = await check(site.url("/broken/robots.txt"))
+        assert code == 1 and "Disallow: /cats (line 2)" in out, (out, err)  # the complete lines count
+        out, err, code = await check(site.url("/203/robots.txt"))
+        assert code == 0 and "HTTP 203: everything allowed" in out, (out, err)
+    finally:
+        await port.stopListening()

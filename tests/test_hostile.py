@@ -459,9 +459,9 @@ def test_a_gzip_body_of_many_empty_members_is_read_in_bounded_time():
 # --- connections broken mid-body ---------------------------------------------
 
 
-def broken_after(body: bytes, how: str):
+def broken_after(body: bytes, how: str, after: float = 0.1):
     """Write *body*, then break the connection: close it early under a larger
-    Content-Length, or abort (RST) a chunked response."""
+    Content-Length, or abort (RST) a chunked response *after* seconds."""
 
     def handler(request):
         from twisted.internet import reactor
@@ -473,7 +473,7 @@ def broken_after(body: bytes, how: str):
             request.transport.loseConnection()
         else:
             request.write(body)
-            reactor.callLater(0.1, request.transport.abortConnection)
+            reactor.callLater(after, request.transport.abortConnection)
         return NOT_DONE_YET
 
     return handler
