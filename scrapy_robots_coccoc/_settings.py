@@ -1,4 +1,4 @@
-"""The package's numeric settings, read and checked in one place.
+"""The package's settings that need more than a ``get``, read and checked in one place.
 
 A value that makes no sense (negative, not a number, a word) stops the crawl
 at start-up with an error naming the setting, instead of misbehaving quietly
@@ -17,6 +17,13 @@ if TYPE_CHECKING:
 #: What ``inf`` stands for (seconds, megabytes): longer than any crawl, more
 #: than any memory, and still a finite number that times can be added to.
 UNBOUNDED = 1e9
+
+
+def robot_agent(settings: BaseSettings) -> str:
+    """The robot the crawl is, whose rules each robots.txt is read for first
+    and whose Crawl-delay paces a site: ``ROBOTSTXT_USER_AGENT``, else
+    ``USER_AGENT``."""
+    return str(settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "Scrapy")
 
 
 def number(settings: BaseSettings, name: str, default: float, *, positive: bool = False) -> float:

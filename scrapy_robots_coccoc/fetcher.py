@@ -28,7 +28,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.python import to_unicode
 from twisted.internet.threads import deferToThread
 
-from . import _compat
+from . import _compat, _settings
 from ._robotstxt import MAX_BYTES, RobotsTxt
 from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of, robots_url
 
@@ -172,6 +172,7 @@ class RobotsTxtFetcher:
         # Without RobotsTxtBodyMiddleware the project's DOWNLOAD_MAXSIZE must
         # stay in force: it is then the only bound on a compressed body.
         self._bounded_body = bounded_body
+        self._agent = _settings.robot_agent(crawler.settings)
         crawler.signals.connect(self._stop_at_bound, signal=signals.bytes_received)
 
     async def fetch(self, origin: str, trigger: Request) -> FetchOutcome:
@@ -264,7 +265,7 @@ class RobotsTxtFetcher:
         if stopped or len(response.body) > MAX_BYTES:
             self._stats.inc_value("robotstxt/truncated")
         body = complete_lines(response.body, cut=stopped)
-        return Rules(await parsed(body), body, response.url)
+        return Rules(await parsed(body, self._agent), body, response.url)
 
 
 #: Bodies larger than this are parsed in a thread: a hostile one may take a
@@ -273,16 +274,27 @@ class RobotsTxtFetcher:
 PARSE_IN_THREAD_BYTES = 64 * 1024
 
 
-async def parsed(body: bytes) -> RobotsTxt:
-    """*body* parsed without holding the reactor for long: in the asyncio
-    loop's own executor, or in Twisted's thread pool under another reactor."""
+async def parsed(body: bytes, agent: str) -> RobotsTxt:
+    """*body* parsed, with the rules *agent* obeys built, without holding
+    the reactor for long: in the asyncio loop's own executor, or in
+    Twisted's thread pool under another reactor."""
     if len(body) <= PARSE_IN_THREAD_BYTES:
-        return RobotsTxt.parse(body)
+        return parse_for(body, agent)
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # a coroutine driven by Twisted, not by asyncio
-        return await maybe_deferred_to_future(deferToThread(RobotsTxt.parse, body))
-    return await loop.run_in_executor(None, RobotsTxt.parse, body)
+        return await maybe_deferred_to_future(deferToThread(parse_for, body, agent))
+    return await loop.run_in_executor(None, parse_for, body, agent)
+
+
+def parse_for(body: bytes, agent: str) -> RobotsTxt:
+    """*body* parsed, and the rules *agent* obeys built (wildcards split):
+    on a hostile body that takes longer than the parse itself, and would
+    otherwise fall on the reactor at the first request decided. A store
+    then also counts the bytes of what the crawl uses."""
+    robots = RobotsTxt.parse(body)
+    robots.allowed("/", agent)
+    return robots
 
 
 def complete_lines(body: bytes, cut: bool) -> bytes:

@@ -50,8 +50,7 @@ class RobotsTxtMiddleware:
         self._stats = crawler.stats
         self._user_agent: str | None = settings.get("ROBOTSTXT_USER_AGENT")
         self._default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
-        # The agent whose Crawl-delay paces a site: the crawl's own robot.
-        self._crawl_agent: str = self._user_agent or self._default_user_agent
+        self._crawl_agent = _settings.robot_agent(settings)
         max_retries = _settings.count(settings, "ROBOTSTXT_MAX_RETRIES", 1)
         max_origins = _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1)
         store: Store = build_from_crawler(

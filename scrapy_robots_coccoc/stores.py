@@ -353,10 +353,12 @@ class RedisStore:
         *,
         max_age: float = 2 * 86400,
         slow_seconds: float = 0.1,
+        agent: str = "Scrapy",
     ) -> None:
         """*client* is a ``redis.asyncio.Redis`` (awaited on the asyncio
         loop) or a ``redis.Redis`` (run in the store's threads); *max_age*
-        is the longest lifetime of a state that is believed."""
+        is the longest lifetime of a state that is believed; *agent* the
+        robot whose rules a body read back is parsed for."""
         import redis
         import redis.asyncio
 
@@ -367,6 +369,7 @@ class RedisStore:
         self._prefix = prefix
         self._max_age = max_age
         self._slow_seconds = slow_seconds
+        self._agent = agent
         self._errors = (redis.RedisError, OSError)
         self._down_until = 0.0
         self._round_trip = 0.0  # smoothed duration of a call, seconds
@@ -394,6 +397,7 @@ class RedisStore:
             settings.get("ROBOTSTXT_REDIS_PREFIX", "robotstxt"),
             max_age=2 * longest,
             slow_seconds=_settings.number(settings, "ROBOTSTXT_REDIS_SLOW_SECONDS", 0.1),
+            agent=_settings.robot_agent(settings),
         )
         crawler.signals.connect(store.warm_up, signal=signals.engine_started)
         crawler.signals.connect(store.close, signal=signals.engine_stopped)
@@ -477,7 +481,7 @@ class RedisStore:
         if local is not None and local.expires_at == expires_at:
             return local  # the same fetch: no need to parse it again
         has_rules, unavailable = outcome
-        state = OriginState(await parsed(body) if has_rules else None, unavailable, expires_at)
+        state = OriginState(await parsed(body, self._agent) if has_rules else None, unavailable, expires_at)
         self._local.set(origin, state)
         return state
 

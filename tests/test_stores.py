@@ -8,13 +8,19 @@ import tracemalloc
 
 import pytest
 
-from scrapy_robots_coccoc import RobotsTxt
+from scrapy_robots_coccoc import RobotsTxt, _ruleset, _useragent
+from scrapy_robots_coccoc._robotstxt import MAX_BYTES
+from scrapy_robots_coccoc.fetcher import parse_for
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState, RedisClock
 
 
-def big_robots(i: int, rules: int = 4000) -> RobotsTxt:
+def big_robots_body(i: int, rules: int = 4000) -> bytes:
     lines = [f"User-agent: bot{i}"] + [f"Disallow: /site{i}/section-{n}/private-area/" for n in range(rules)]
-    return RobotsTxt.parse("\n".join(lines) + "\nUser-agent: *\nDisallow: /admin\n")
+    return ("\n".join(lines) + "\nUser-agent: *\nDisallow: /admin\n").encode()
+
+
+def big_robots(i: int, rules: int = 4000) -> RobotsTxt:
+    return RobotsTxt.parse(big_robots_body(i, rules))
 
 
 def test_the_byte_budget_evicts_the_least_recently_used_origins():
@@ -94,3 +100,49 @@ def test_a_next_start_still_ahead_is_never_forgotten():
     store.reserve("http://b", 0)
     store.reserve("http://c", 0)
     assert store.reserve("http://a", 10) == pytest.approx(first + 10, abs=0.01)
+
+
+def many_groups() -> bytes:
+    return "".join(f"User-agent: bot-{i}\nDisallow: /x{i}\n" for i in range(20_000)).encode()[:MAX_BYTES]
+
+
+def many_wildcards() -> bytes:
+    return ("User-agent: *\n" + "".join(f"Disallow: /*q{i}*z\n" for i in range(25_000))).encode()[:MAX_BYTES]
+
+
+@pytest.mark.parametrize("body", [many_groups, many_wildcards, big_robots_body])
+def test_a_parsed_files_footprint_is_what_it_holds(body):
+    """What the byte budget counts: the file as fetched, the rules of the
+    crawl's robot built (20,000 agent keys once went uncounted: 2.7x)."""
+    text = body() if body is not big_robots_body else body(0)
+    parse_for(text, "coccocbot-web")  # first-use allocations (caches, compiled expressions) out of the way
+    _ruleset._SPLIT.clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        robots = parse_for(text, "coccocbot-web")
+        # Shared by all files, each bounded on its own.
+        _ruleset._SPLIT.clear()
+        _useragent._KEYS.clear()
+        _useragent._key_of_word.cache_clear()
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert 0.85 * traced <= robots.footprint() <= 1.25 * traced
+
+
+def test_the_crawls_rules_are_built_with_the_parse_not_at_the_first_decision():
+    # The middleware parses a big body in a thread: the rules built there
+    # do not hold the reactor at the first request decided.
+    text = many_wildcards()
+    _ruleset._SPLIT.clear()
+    cold = RobotsTxt.parse(text)
+    started = time.perf_counter()
+    cold.allowed("https://a.vn/page", "coccocbot-web")
+    built_then = time.perf_counter() - started
+    _ruleset._SPLIT.clear()
+    warm = parse_for(text, "coccocbot-web")
+    started = time.perf_counter()
+    warm.allowed("https://a.vn/page", "coccocbot-web")
+    assert time.perf_counter() - started < built_then / 4
