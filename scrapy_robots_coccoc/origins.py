@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from scrapy.utils.httpobj import urlparse_cached
@@ -10,6 +11,10 @@ if TYPE_CHECKING:
     from scrapy import Request
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# A DNS name (RFC 1035 §2.3.4): labels of 1 to 63 characters, 253 in all,
+# perhaps a final dot. Twisted's resolver fails on others with an unhandled
+# error, and the request then waits for its whole DOWNLOAD_TIMEOUT.
+_DNS_NAME = re.compile(r"(?=.{1,253}\.?\Z)(?:[^.]{1,63}\.)*[^.]{1,63}\.?")
 
 
 class InvalidOrigin(ValueError):
@@ -22,7 +27,8 @@ def origin_of(request: Request) -> str:
     only when none is written.
 
     Raises :class:`InvalidOrigin` for a host or port that cannot be parsed,
-    or port 0: such a URL must never stand for a real origin.
+    a host that is no DNS name, or port 0: such a URL must never stand for a
+    real origin.
     """
     try:
         parsed = urlparse_cached(request)
@@ -34,6 +40,8 @@ def origin_of(request: Request) -> str:
     host = parsed.hostname
     if not host:
         raise InvalidOrigin(f"no host in {request.url!r}")
+    if ":" not in host and _DNS_NAME.fullmatch(host) is None:
+        raise InvalidOrigin(f"invalid host name in {request.url[:300]!r}")
     if port == 0:
         raise InvalidOrigin(f"invalid port in {request.url!r}")
     if port is None:

@@ -163,12 +163,29 @@ def non_web_locations(tmp_path: Path) -> dict[str, str]:
         "malformed": "http://[::1",
         "port-zero": "http://127.0.0.1:0/robots.txt",
         "port-out-of-range": "http://127.0.0.1:99999/robots.txt",
+        # Not DNS names: Twisted's resolver failed with an unhandled error,
+        # and the fetch waited for its whole DOWNLOAD_TIMEOUT.
+        "label-too-long": f"http://{'a' * 64}.test/robots.txt",
+        "empty-label": "http://a..test/robots.txt",
     }
 
 
 @pytest.mark.parametrize("status", [301, 302])
 @pytest.mark.parametrize(
-    "kind", ["file", "data", "ftp", "s3", "javascript", "empty", "malformed", "port-zero", "port-out-of-range"]
+    "kind",
+    [
+        "file",
+        "data",
+        "ftp",
+        "s3",
+        "javascript",
+        "empty",
+        "malformed",
+        "port-zero",
+        "port-out-of-range",
+        "label-too-long",
+        "empty-label",
+    ],
 )
 @pytest_twisted.ensureDeferred
 async def test_redirect_off_the_web_is_unrestricted(sites, caplog, tmp_path, kind, status):
@@ -252,6 +269,19 @@ async def test_port_zero_and_dead_port_touch_no_other_origin(own_sites, caplog):
     assert live.paths() == ["/robots.txt", "/a"]
     assert stat(crawler, "robotstxt/unavailable/origins") == 1  # the dead port only
     assert stat(crawler, "robotstxt/invalid_url") == 2
+    assert bad_records(caplog) == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_host_that_is_no_dns_name_touches_no_origin(sites, caplog):
+    caplog.set_level(logging.INFO)
+    urls = [f"http://{'a' * 64}.test/page", "http://a..test/page"]
+    crawler = await bounded_crawl({"DOWNLOAD_TIMEOUT": 5}, urls=urls, follow=False, timeout=3)
+    for url in urls:
+        assert "invalid host name" in str(crawler.spider.failures[url]), crawler.spider.failures
+    assert stat(crawler, "robotstxt/invalid_url") == 2
+    assert stat(crawler, "robotstxt/fault/dropped") == 2
+    assert stat(crawler, "robotstxt/request_count") is None
     assert bad_records(caplog) == []
 
 
