@@ -9,6 +9,7 @@ failure. ``tests/test_compat.py`` holds a canary test per name.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import scrapy
 from scrapy import signals as scrapy_signals
 from scrapy.core import downloader as downloader_module
-from scrapy.core.downloader import Downloader
+from scrapy.core.downloader import Downloader, Slot
 from scrapy.core.engine import ExecutionEngine
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -53,6 +54,7 @@ def check() -> None:
             ("ExecutionEngine._slot", "_slot" in ExecutionEngine.__init__.__code__.co_names),
             ("Downloader.active", "active" in Downloader.__init__.__code__.co_names),
             ("Downloader.slots", "slots" in Downloader.__init__.__code__.co_names),
+            ("Slot.latercall", "latercall" in Slot.__init__.__code__.co_names),
             ("SitemapSpider._cbs", "_cbs" in SitemapSpider.__init__.__code__.co_names),
             ("SitemapSpider._parse_sitemap", _has(SitemapSpider, "_parse_sitemap")),
         )
@@ -103,14 +105,32 @@ def engine_closing(engine: ExecutionEngine | None) -> bool:
 
 def slot_hold(engine: ExecutionEngine, request: Request) -> float:
     """At most how long the downloader slot of *request* would hold it, if
-    released now, for the slot's own delay (its largest draw)."""
+    released now: for the slot's own delay (its largest draw), and until the
+    release the slot has scheduled, which AutoThrottle lowering the delay
+    since does not bring forward."""
     downloader = engine.downloader
     live = downloader.slots.get(downloader.get_slot_key(request))
-    if live is None or not live.delay:
+    if live is None:
         return 0.0
+    scheduled = _seconds_until(live.latercall)
+    if not live.delay:
+        return scheduled
     # 2.19+ draws delay x (1 +/- jitter); before, randomize_delay drew 0.5x to 1.5x.
     jitter = live.jitter if hasattr(live, "jitter") else 0.5 if live.randomize_delay else 0.0
-    return max(0.0, live.lastseen + live.delay * (1 + jitter) - _SLOT_CLOCK())
+    return max(scheduled, live.lastseen + live.delay * (1 + jitter) - _SLOT_CLOCK())
+
+
+def _seconds_until(call: Any) -> float:
+    """How soon a slot's scheduled release comes: a Twisted ``DelayedCall``
+    before Scrapy 2.14, then a ``CallLaterResult`` wrapping one or an
+    asyncio ``TimerHandle``; 0 when none is pending."""
+    handle = getattr(call, "_timer_handle", None)
+    if handle is not None:
+        return 0.0 if handle.cancelled() else max(0.0, handle.when() - asyncio.get_running_loop().time())
+    delayed = getattr(call, "_delayed_call", call)
+    if delayed is None or not delayed.active():
+        return 0.0
+    return max(0.0, delayed.getTime() - delayed.seconds())  # on the clock of the reactor that scheduled it
 
 
 def sitemap_callbacks(spider: SitemapSpider) -> list[tuple[re.Pattern[str], Callable[..., Any]]]:

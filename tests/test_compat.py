@@ -93,6 +93,37 @@ def test_a_slot_s_delay_and_clock_are_where_slot_hold_reads_them():
     assert _compat._SLOT_CLOCK() > 0
 
 
+def test_a_slot_s_scheduled_release_is_where_slot_hold_reads_it():
+    from scrapy.core.downloader import Slot
+
+    slot = Slot(1, 2.0, 0) if _compat.SCRAPY_VERSION >= (2, 19) else Slot(1, 2.0, False)
+    assert slot.latercall is None, "Slot.latercall changed: update _compat.slot_hold"
+    if _compat.SCRAPY_VERSION >= (2, 14):
+        from scrapy.utils.asyncio import CallLaterResult
+
+        assert hasattr(CallLaterResult, "_timer_handle") and hasattr(CallLaterResult, "_delayed_call")
+
+
+@pytest_twisted.ensureDeferred
+async def test_seconds_until_reads_every_kind_of_scheduled_call():
+    from twisted.internet import reactor
+
+    delayed = reactor.callLater(5, lambda: None)
+    try:
+        assert 4.5 < _compat._seconds_until(delayed) <= 5
+        if _compat.SCRAPY_VERSION >= (2, 14):
+            from scrapy.utils.asyncio import call_later
+
+            later = call_later(5, lambda: None)
+            assert 4.5 < _compat._seconds_until(later) <= 5
+            later.cancel()
+            assert _compat._seconds_until(later) == 0
+    finally:
+        delayed.cancel()
+    assert _compat._seconds_until(delayed) == 0
+    assert _compat._seconds_until(None) == 0
+
+
 def test_the_stock_middleware_is_where_we_disable_it():
     from scrapy.utils.misc import load_object
 

@@ -57,6 +57,19 @@ async def test_autothrottle_and_jitter_never_go_below_the_delay(sites):
 
 
 @pytest_twisted.ensureDeferred
+async def test_autothrottle_lowering_the_delay_after_robotstxt_does_not_squeeze_the_first_gap(sites):
+    # The slot schedules its next release by AutoThrottle's start delay when
+    # robots.txt leaves; AutoThrottle then lowers the delay, which does not
+    # bring that release forward: the first page left 0.29 s after its turn,
+    # and the next gap was short by as much.
+    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 1\n"))
+    settings = {"AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_START_DELAY": 0.8, "DOWNLOAD_DELAY_JITTER": 0}
+    crawler = await crawl(settings, urls=[site.url(p) for p in PAGES[:3]], follow=False)
+    assert len(crawler.spider.crawled) == 3
+    assert min(site.gaps()) >= 0.95, site.gaps()
+
+
+@pytest_twisted.ensureDeferred
 async def test_a_larger_project_delay_stands_and_the_feature_can_be_off(sites):
     (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.2\n"))
     # No jitter (RANDOMIZE_DOWNLOAD_DELAY says so before Scrapy 2.19).
