@@ -777,7 +777,11 @@ def redis_client(settings: BaseSettings) -> Any:
     options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
     url = settings.get("ROBOTSTXT_REDIS_URL") or settings.get("REDIS_URL")
     if url:
-        return module.Redis.from_url(url, **options)
+        # The URL's options win over ours, but the store reads bytes: with
+        # decode_responses=True every read failed and nothing was shared.
+        pool = module.ConnectionPool.from_url(url, **options)
+        pool.connection_kwargs["decode_responses"] = False
+        return module.Redis(connection_pool=pool)
     return module.Redis(
         host=settings.get("REDIS_HOST", "localhost"), port=settings.getint("REDIS_PORT", 6379), **options
     )

@@ -418,6 +418,20 @@ def test_the_client_suits_the_loop_that_runs_the_crawl(redis_server):
     assert "RedisStore was built before a Twisted reactor was installed" in run.stderr
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_url_asking_for_decoded_answers_still_shares_state(redis_server):
+    # Every read failed with decode_responses=True: nothing was shared.
+    url = f"{redis_server.url}?decode_responses=True&socket_timeout=5"
+    writer, reader = (RedisStore(redis_client(Settings({"REDIS_URL": url})), MemoryStore(100)) for _ in range(2))
+    try:
+        state = OriginState(None, False, time.time() + 60)
+        await settle(writer.set(ORIGIN, state, b""))
+        assert await settle(reader.get(ORIGIN)) == state
+    finally:
+        for store in (writer, reader):
+            await settle(store.close())
+
+
 def test_other_reactors_get_threads_of_the_store_s_own(redis_server):
     with LatencyProxy(redis_server.port, 0.05) as proxy:
         run = subprocess.run(
