@@ -91,6 +91,10 @@ def _load_classes(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
 
 
 _NO_ANSWER = _load_classes(_NO_ANSWER_NAMES)
+# The project's DOWNLOAD_MAXSIZE refused the body (Scrapy 2.14+; without
+# RobotsTxtBodyMiddleware, which lifts it): no rules to read, as with
+# Scrapy's own middleware, rather than a fault retried every minute.
+_REFUSED_HERE = _load_classes(("scrapy.exceptions.DownloadCancelledError",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +212,8 @@ class RobotsTxtFetcher:
                 # offline mode, say): the project's choice, as with Scrapy's
                 # own middleware, and no rules to obey.
                 return Unrestricted(None, f"robots.txt request ignored ({describe(exc)})")
+            except _REFUSED_HERE as exc:
+                return Unrestricted(None, f"robots.txt refused by DOWNLOAD_MAXSIZE ({describe(exc)})")
             except Exception as exc:
                 self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
                 outcome = classify(exc)

@@ -33,6 +33,7 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 from twisted.web.server import NOT_DONE_YET, Site
 
+from scrapy_robots_coccoc import _compat
 from scrapy_robots_coccoc._robotstxt import MAX_BYTES
 from scrapy_robots_coccoc.exceptions import RobotsTxtForbidden
 from scrapy_robots_coccoc.fetcher import inflate
@@ -329,6 +330,21 @@ async def test_robotstxt_larger_than_download_maxsize_still_gives_rules(sites, c
     assert stat(crawler, "robotstxt/forbidden") == 1
     assert stat(crawler, "robotstxt/unavailable/origins") is None
     assert bad_records(caplog) == []
+
+
+@pytest.mark.skipif(_compat.SCRAPY_VERSION < (2, 14), reason="Scrapy 2.13 cancels with Twisted's CancelledError")
+@pytest_twisted.ensureDeferred
+async def test_without_the_body_middleware_a_body_over_download_maxsize_is_unrestricted(sites, caplog):
+    # As with Scrapy's own middleware; it was a local fault, retried every
+    # minute, the site's pages dropped for the whole crawl.
+    body = RULES + "# filler line of a large robots.txt\n" * 2000
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(body)}))
+    middlewares = {**SETTINGS["DOWNLOADER_MIDDLEWARES"], "scrapy_robots_coccoc.RobotsTxtBodyMiddleware": None}
+    settings = {"DOWNLOADER_MIDDLEWARES": middlewares, "DOWNLOAD_MAXSIZE": 16 * 1024, "DOWNLOAD_WARNSIZE": 0}
+    urls = [site.url("/private/x"), site.url("/a")]
+    crawler = await bounded_crawl(settings, urls=urls, follow=False)
+    assert sorted(crawler.spider.crawled) == sorted(urls), crawler.spider.failures
+    assert stat(crawler, "robotstxt/local_faults") is None
 
 
 def lying_content_length(body: bytes):
