@@ -518,7 +518,8 @@ def parse_delay(text: str) -> float | None:
     """Return a Crawl-delay in seconds, or None when it is not a decimal
     number (``float`` alone would read ``1_0`` as 10 and ``1e3`` as 1000)."""
     text = text.strip()
-    return float(text) if _DECIMAL.fullmatch(text) else None
+    delay = float(text) if _DECIMAL.fullmatch(text) else math.inf
+    return delay if math.isfinite(delay) else None
 
 
 def parse_request_rate(text: str) -> RequestRate | None:

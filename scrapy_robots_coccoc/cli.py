@@ -109,6 +109,9 @@ def read_by(stream: HTTPResponse, deadline: float) -> bytes:
             raise Unreadable(f"robots.txt did not arrive within {FETCH_TIMEOUT} s")
         try:
             chunk = stream.read1(MAX_BYTES + 1 - size)
+        except TimeoutError as exc:
+            # Silent midway: no answer, as DOWNLOAD_TIMEOUT is for the middleware.
+            raise Unreadable(f"robots.txt stopped arriving for {FETCH_TIMEOUT} s") from exc
         except (HTTPException, OSError):
             # Broken off mid-body: as for the middleware, the complete lines count.
             received = b"".join(chunks)

@@ -781,7 +781,7 @@ def redis_client(settings: BaseSettings) -> Any:
         # decode_responses=True every read failed and nothing was shared.
         pool = module.ConnectionPool.from_url(url, **options)
         pool.connection_kwargs["decode_responses"] = False
-        return module.Redis(connection_pool=pool)
+        return module.Redis.from_pool(pool)  # closed with the client
     return module.Redis(
         host=settings.get("REDIS_HOST", "localhost"), port=settings.getint("REDIS_PORT", 6379), **options
     )

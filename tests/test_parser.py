@@ -290,7 +290,7 @@ def test_crawl_delay_as_written_and_invalid():
     assert RobotsTxt.parse("User-agent: *\nCrawl-delay: 0\n").crawl_delay(WEB) == 0.0
     assert RobotsTxt.parse("User-agent: *\nCrawl-delay: 2.5\n").crawl_delay(WEB) == 2.5
     # Python's float() reads "1_0" as 10 and "1e3" as 1000: not as written.
-    for bad in ("abc", "-1", "nan", "inf", "", "1_0", "1e3", "0x10"):
+    for bad in ("abc", "-1", "nan", "inf", "", "1_0", "1e3", "0x10", "9" * 400):
         assert RobotsTxt.parse(f"User-agent: *\nCrawl-delay: {bad}\n").crawl_delay(WEB) is None
     for bad in ("1_0/5", "1/1_0", "1/1e3", "-1/5"):
         assert RobotsTxt.parse(f"User-agent: *\nRequest-rate: {bad}\n").request_rate(WEB) is None

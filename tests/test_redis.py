@@ -422,6 +422,7 @@ def test_the_client_suits_the_loop_that_runs_the_crawl(redis_server):
 async def test_a_url_asking_for_decoded_answers_still_shares_state(redis_server):
     # Every read failed with decode_responses=True: nothing was shared.
     url = f"{redis_server.url}?decode_responses=True&socket_timeout=5"
+    clients = len(redis_server.client.client_list())
     writer, reader = (RedisStore(redis_client(Settings({"REDIS_URL": url})), MemoryStore(100)) for _ in range(2))
     try:
         state = OriginState(None, False, time.time() + 60)
@@ -430,6 +431,8 @@ async def test_a_url_asking_for_decoded_answers_still_shares_state(redis_server)
     finally:
         for store in (writer, reader):
             await settle(store.close())
+    # Closing the store closes the pool built from the URL.
+    assert len(redis_server.client.client_list()) == clients
 
 
 def test_other_reactors_get_threads_of_the_store_s_own(redis_server):
