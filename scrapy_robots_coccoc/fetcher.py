@@ -199,8 +199,8 @@ class RobotsTxtFetcher:
 
     async def _download(self, url: str, trigger: Request, followed: bool) -> Response | FetchOutcome:
         """One hop, retried ``ROBOTSTXT_MAX_RETRIES`` times while the site
-        does not answer. A hop to a URL the site *followed* to chose fails
-        by the site's doing unless this machine ran short."""
+        does not answer. A URL that cannot be requested is the site's doing
+        when the site chose it (a redirect *followed* to it)."""
         assert self._crawler.engine is not None
         outcome: NoAnswer | LocalFault = LocalFault("not attempted")
         for _ in range(self._max_retries + 1):
@@ -218,9 +218,9 @@ class RobotsTxtFetcher:
                 self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
                 outcome = classify(exc)
                 if isinstance(outcome, LocalFault):
-                    if followed and not is_local(exc):
-                        # Scrapy could not request it (credentials in the
-                        # URL, say): a failed redirect, not our fault.
+                    if followed and isinstance(exc, ValueError):
+                        # Scrapy cannot request the URL (credentials in
+                        # it, say): a failed redirect, not our fault.
                         return Unrestricted(None, f"redirect to {url!r} failed: {outcome.cause}")
                     return outcome
                 continue
