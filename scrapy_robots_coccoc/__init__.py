@@ -10,7 +10,7 @@ from ._ruleset import RequestRate, Rule, VisitTime
 
 if TYPE_CHECKING:
     from .addon import Addon
-    from .fetcher import RobotsTxtBodyMiddleware
+    from .body import RobotsTxtBodyMiddleware
     from .middleware import RobotsTxtMiddleware
     from .robotparser import CocCocRobotParser
     from .sitemaps import RobotsSitemapMixin
@@ -38,7 +38,7 @@ _LAZY = {
     "CocCocRobotParser": ".robotparser",
     "RobotsTxtMiddleware": ".middleware",
     "RobotsSitemapMixin": ".sitemaps",
-    "RobotsTxtBodyMiddleware": ".fetcher",
+    "RobotsTxtBodyMiddleware": ".body",
 }
 
 

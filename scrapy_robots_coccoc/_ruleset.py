@@ -164,12 +164,12 @@ _PATTERN_OF_LINE = itemgetter(slice(1, None))
 _LAST = itemgetter(-1)
 _PIECES = itemgetter(1)
 _FIRST = itemgetter(0)
-# Past this many patterns of one piece in a set, they are looked up rather
-# than searched for: a search costs as much as the path is long.
+_STARS = re.compile(r"\*\*+")
+# Past this many patterns of one piece in a set, they may be looked up
+# rather than searched for: a search costs as much as the path is long.
 _LOOKED_UP = 64
 # Below every rank, that of no rule found (-1 long) included.
 _NO_RANK = -2
-_STARS = re.compile(r"\*\*+")
 # Where the low byte of an 8-byte integer stands in its bytes.
 _LOW_BYTE_AT = 0 if sys.byteorder == "little" else 7
 # A table of 256 bytes: "1" where it is 1, "0" elsewhere.
@@ -290,8 +290,7 @@ def _split(wildcards: str) -> _Split:
                 (paths if whole else prefixes).setdefault(parts[0], (rank, offset))
         rules = tuple(searched)
     # Roughly the bytes held (the corpus's sets within 6%, sets of many
-    # looked-up patterns over by a quarter), without the
-    # cost of measuring each object.
+    # looked-up patterns over by a quarter), without measuring each object.
     size = 210 * len(lines) + 2 * len(wildcards)
     split = _Split(
         size,

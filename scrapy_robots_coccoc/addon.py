@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as StockRobotsTxtMiddleware
 
 from ._compat import STOCK_ROBOTSTXT_MIDDLEWARE
-from .fetcher import RobotsTxtBodyMiddleware
+from .body import RobotsTxtBodyMiddleware
 from .middleware import RobotsTxtMiddleware
 
 if TYPE_CHECKING:

@@ -18,10 +18,11 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.python import to_unicode
 
 from . import _compat, _settings
+from .body import RobotsTxtBodyMiddleware
 from .coordinator import OriginCoordinator
 from .crawldelay import CrawlDelays
 from .exceptions import OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden, RobotsTxtOnly
-from .fetcher import RobotsTxtBodyMiddleware, RobotsTxtFetcher
+from .fetcher import RobotsTxtFetcher
 from .origins import InvalidOrigin, origin_of
 from .parking import Parking, SpiderClosing
 

@@ -25,7 +25,7 @@ from twisted.internet.defer import Deferred, DeferredList
 
 from . import _settings
 from ._robotstxt import MAX_BYTES, RobotsTxt
-from .fetcher import parsed
+from .body import parsed
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -10,7 +10,7 @@ import pytest
 
 from scrapy_robots_coccoc import RobotsTxt, _ruleset, _useragent
 from scrapy_robots_coccoc._robotstxt import MAX_BYTES
-from scrapy_robots_coccoc.fetcher import parse_for
+from scrapy_robots_coccoc.body import parse_for
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState, RedisClock
 
 
