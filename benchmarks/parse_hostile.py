@@ -64,6 +64,9 @@ BODIES: dict[str, Callable[[], bytes]] = {
     "'<a' pairs in one value": lambda: fill(b"<a", b"User-agent: *\nDisallow: /"),
     "'%7e' escapes in one value": lambda: fill(b"%7e", b"User-agent: *\nDisallow: /"),
     "every byte to escape in turn": lambda: fill(EVERY_BYTE_TO_ESCAPE, b"User-agent: *\nDisallow: /"),
+    # Lines of white space only, after a rule: each once cost four regular
+    # expression attempts (0.08 s, 3.7x Protego).
+    "lines of one space": lambda: fill(b" \n", b"User-agent: *\nDisallow: /x\n"),
     # Each rule passes the cheap tests for /a/b (its last piece, "b", is in
     # the path) and fails the whole match: every check tries them all.
     "'*' rules /a/b nearly matches": lambda: lines_until_full(b"Disallow: /*x%d*b\n", b"User-agent: *\n"),

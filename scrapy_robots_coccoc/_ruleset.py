@@ -192,6 +192,13 @@ def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
     if _UNREAD in text:
         # The normal form of NUL.
         text = text.replace(_UNREAD, b"%00")
+    if b" \n" in text or b"\t\n" in text:
+        # Values end at any white space, and a line without a colon is read
+        # only when its value ends the line but for spaces and tabs: they go
+        # first, so that lines of white space only are empty lines below.
+        # Line by line: a regular expression would try every white space of
+        # a long run inside a value again, in quadratic time.
+        text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(b" \t")))
     text = text.replace(b"\n", b"\n" + _UNREAD)
     if len(text) > _LONG_TEXT:
         # Empty lines are read already: 500,000 of them took the regular
@@ -206,11 +213,9 @@ def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
     # An empty Disallow allows everything and an empty Allow is ignored:
     # neither is kept, like every other line.
     text = _UNREAD_LINE.sub(b"", text)
-    if b" \n" in text or b"\t\n" in text or b"\x0b" in text or b"\x0c" in text:
-        # Values end at any white space; a line without a colon was read
-        # only when its value ended the line but for spaces and tabs. Line by
-        # line: a regular expression would try every white space of a long
-        # run inside a value again, in quadratic time.
+    if b"\x0b" in text or b"\x0c" in text:
+        # Vertical tabs and form feeds end a value too (and the spaces
+        # before them).
         text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(_VALUE_END_SPACE)))
     return normalize_lines(text), extensions
 

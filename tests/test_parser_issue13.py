@@ -220,8 +220,9 @@ def test_line_ending_at_the_limit_is_kept():
         b"User-agent: *\n" + b"Disallow: /*a*b*c*d*e*f*g*h*$\n" * 15_000,
         b"User-agent: *\n" + b"\n" * 500_000,
         b"User-agent: *\nDisallow: /x \nDisallow: /a" + b" " * 500_000 + b"b\n",
+        b"User-agent: *\nDisallow: /x\n" + b" \n" * 250_000,
     ],
-    ids=["user", "sitemap", "agents", "wildcards", "newlines", "spaces-inside-a-value"],
+    ids=["user", "sitemap", "agents", "wildcards", "newlines", "spaces-inside-a-value", "lines-of-one-space"],
 )
 def test_hostile_bodies_parse_fast(body):
     start = time.perf_counter()
