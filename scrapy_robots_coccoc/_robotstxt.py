@@ -160,6 +160,11 @@ class RobotsTxt:
     def group_for(self, user_agent: str) -> RuleSet | None:
         """Return the rules the robot obeys: the group with the longest agent
         value matching its name, else ``*``, else None."""
+        chosen_for, ruleset = self._chosen
+        if chosen_for == user_agent:
+            # Asked again (Crawl-delay, Request-rate, an explanation): the
+            # answer of last time, not a lookup per prefix of the name.
+            return ruleset
         key = self._key_for(robot_name(user_agent))
         ruleset = None
         if key is not None:
