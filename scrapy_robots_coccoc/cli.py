@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Sequence
 from http.client import HTTPException, HTTPMessage, HTTPResponse
 from typing import IO, TextIO
+from urllib.parse import urlsplit
 
 from . import __version__
 from ._robotstxt import MAX_BYTES, RobotsTxt
@@ -25,6 +26,8 @@ EXIT_ALLOWED, EXIT_DISALLOWED, EXIT_USAGE, EXIT_UNREADABLE = 0, 1, 2, 3
 DEFAULT_AGENT = "coccocbot-web"
 FETCH_TIMEOUT = 10
 HTTP_SCHEMES = ("http://", "https://")
+# What no request line can carry.
+_UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")
 # A URL's scheme: two characters at least, so that C:\robots.txt stays a file.
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]+:", re.IGNORECASE)
 
@@ -60,7 +63,8 @@ def read_bounded(stream: IO[bytes]) -> bytes:
 
 class FiveRedirects(urllib.request.HTTPRedirectHandler):
     """Follow redirects as the middleware does: 5 hops at most, to http(s)
-    URLs only (urllib would follow one to ``ftp://``)."""
+    URLs that can be requested only (urllib would follow one to ``ftp://``);
+    any other redirect is a failed one, everything allowed."""
 
     max_redirections = 5
 
@@ -73,9 +77,22 @@ class FiveRedirects(urllib.request.HTTPRedirectHandler):
         headers: HTTPMessage,
         newurl: str,
     ) -> urllib.request.Request | None:
-        if not newurl.lower().startswith(HTTP_SCHEMES):
+        if not requestable(newurl):
             raise urllib.error.HTTPError(req.full_url, code, f"redirect to {newurl}", headers, fp)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def requestable(url: str) -> bool:
+    """Whether *url* is an http(s) URL with a host and a valid port, and
+    nothing a request line cannot carry (white space, control characters)."""
+    if not url.lower().startswith(HTTP_SCHEMES) or _UNSENDABLE.search(url):
+        return False
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError for a port out of range
+    except ValueError:
+        return False
+    return bool(parts.hostname) and port != 0
 
 
 def fetch(url: str) -> tuple[bytes, str]:

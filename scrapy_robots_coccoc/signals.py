@@ -1,7 +1,9 @@
 """Signals of ours, sent through ``crawler.signals`` like Scrapy's own."""
 
-#: Sent when a fetched robots.txt lists sitemaps, with ``origin``
-#: (``scheme://host:port``), ``sitemaps`` (the URLs, in file order) and
-#: ``request`` (the request that made the middleware fetch robots.txt).
+#: Sent the first time this process decides by a robots.txt that lists
+#: sitemaps (fetched here, or read from a store another worker filled),
+#: with ``origin`` (``scheme://host:port``), ``sitemaps`` (absolute URLs,
+#: duplicates removed, in file order) and ``request`` (the request that
+#: used it).
 #: :class:`~scrapy_robots_coccoc.RobotsSitemapMixin` crawls them.
 robotstxt_sitemaps_found = object()

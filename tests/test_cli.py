@@ -127,6 +127,7 @@ async def test_fetches_a_url_as_the_middleware_reads_it(sites):
         site.pages[f"/loop{hop}/robots.txt"] = Page(status=302, headers={"Location": f"/loop{hop + 1}/robots.txt"})
     site.pages["/loop6/robots.txt"] = robots(ROBOTS)
     site.pages["/ftp/robots.txt"] = Page(status=301, headers={"Location": "ftp://127.0.0.1:9/robots.txt"})
+    site.pages["/bad/robots.txt"] = Page(status=301, headers={"Location": "http://exa mple.com:99999/robots.txt"})
 
     async def check(path: str) -> tuple[str, int]:
         args = ["-m", "scrapy_robots_coccoc", site.url(path), "/cats/x"]
@@ -140,6 +141,8 @@ async def test_fetches_a_url_as_the_middleware_reads_it(sites):
     out, code = await check("/loop0/robots.txt")
     assert code == 0 and "HTTP 302: everything allowed" in out
     out, code = await check("/ftp/robots.txt")  # a redirect the middleware does not follow either
+    assert code == 0 and "HTTP 301: everything allowed" in out
+    out, code = await check("/bad/robots.txt")  # nor one to a URL that cannot be requested
     assert code == 0 and "HTTP 301: everything allowed" in out
 
 
