@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from functools import lru_cache
+from typing import cast
 
 # RFC 9110 §5.6.2 token characters: what a product token is made of.
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
@@ -40,7 +41,7 @@ def agent_key(value: bytes) -> str | None:
     # One lookup: another thread parsing a file may clear the cache between two.
     known = _KEYS.get(value, _UNKNOWN)
     if known is not _UNKNOWN:
-        return known  # type: ignore[return-value]
+        return cast("str | None", known)
     word = _AGENT_WORD.match(value.lstrip())[0]  # type: ignore[index]
     key = (_key_of_word(word) if len(word) <= _SHORT_WORD else _key(word)) if word else None
     if len(value) <= _SHORT_WORD:

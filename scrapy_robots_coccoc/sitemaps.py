@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
@@ -160,7 +160,7 @@ class RobotsSitemapMixin(_MixinBase):
             if url in self._robots_sitemaps_seen or (origin, url) in self._robots_sitemaps_declined:
                 continue
             stats.inc_value("robotstxt/sitemaps/found")
-            request = _request(url) if url.startswith(("http://", "https://")) and host else None
+            request = _request(url, sitemap_parser(self)) if url.startswith(("http://", "https://")) and host else None
             if request is None:
                 declined = "invalid"
             elif not self._in_scope(site, host):
@@ -171,7 +171,6 @@ class RobotsSitemapMixin(_MixinBase):
                 self._robots_sitemaps_seen.add(url)
                 self._robots_sitemaps_per_origin[origin] += 1
                 stats.inc_value("robotstxt/sitemaps/scheduled")
-                request.callback = sitemap_parser(self)
                 self.crawler.engine.crawl(request)
                 continue
             self._robots_sitemaps_declined[origin, url] = None
@@ -189,13 +188,13 @@ class RobotsSitemapMixin(_MixinBase):
         return within(host, site) or within(site, host)
 
 
-def _request(url: str) -> Request | None:
+def _request(url: str, callback: Callable[..., Any]) -> Request | None:
     """A request of a listed sitemap, or None for a URL Scrapy refuses (a
     port out of range, say): one bad line must not stop the lines after it.
     No dont_filter: with a shared dupefilter (scrapy-redis) a sitemap
     another worker already requested is dropped."""
     try:
-        return Request(url)
+        return Request(url, callback=callback)
     except ValueError:
         return None
 
