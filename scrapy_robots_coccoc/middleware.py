@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
+from weakref import WeakSet
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
@@ -88,6 +89,8 @@ class RobotsTxtMiddleware:
             if settings.getbool("ROBOTSTXT_CRAWL_DELAY_ENABLED", True)
             else None
         )
+        # Requests returned to the scheduler when the spider closed.
+        self._sent_back: WeakSet[Request] = WeakSet()
         crawler.signals.connect(self._keep_open_while_fetching, signal=signals.spider_idle)
 
     @classmethod
@@ -136,20 +139,33 @@ class RobotsTxtMiddleware:
             if self._delays is not None and state.robots is not None:
                 await self._delays.wait_turn(request, origin, state.robots, self._crawl_agent)
         except SpiderClosing:
-            # Back to the scheduler: a persistent one keeps it for the next run.
-            self._stats.inc_value("robotstxt/rescheduled_on_close")
-            return request.replace(dont_filter=True)
+            if request not in self._sent_back:
+                # Back to the scheduler: a persistent one keeps it for the next run.
+                self._stats.inc_value("robotstxt/rescheduled_on_close")
+                returned = request.replace(dont_filter=True)
+                self._sent_back.add(returned)
+                return returned
+            # Downloaded outside the scheduler (a media pipeline, ``scrapy
+            # shell``), a returned request comes straight back: returned
+            # again, it would go round until the crawl is killed.
+            self._stats.inc_value("robotstxt/dropped_on_close")
+            closing = RobotsTxtFault(f"spider closing: {request} not downloaded")
+            self._log_dropped(closing, request)
+            raise closing from None
         except RobotsTxtFault as fault:
             # Counted per request, like forbidden and unavailable ones: the
             # fault itself is logged once per origin.
             self._stats.inc_value("robotstxt/fault/dropped")
-            logger.debug(
-                "Dropped (%(fault)s): %(request)s",
-                {"fault": fault, "request": request},
-                extra={"spider": self.crawler.spider},
-            )
+            self._log_dropped(fault, request)
             raise
         return None
+
+    def _log_dropped(self, fault: RobotsTxtFault, request: Request) -> None:
+        logger.debug(
+            "Dropped (%(fault)s): %(request)s",
+            {"fault": fault, "request": request},
+            extra={"spider": self.crawler.spider},
+        )
 
     def _origin_of(self, request: Request) -> str:
         try:

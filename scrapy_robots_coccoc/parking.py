@@ -76,9 +76,14 @@ class Parking:
         engine = self._crawler.engine
         assert engine is not None
         active = _compat.downloader_active(engine)
-        parks = request in active and len(self._parked) < self._max_parked
+        closing = _compat.engine_closing(engine)
+        parks = not closing and request in active and len(self._parked) < self._max_parked
         self._waiting[request] = deferred
-        if parks:
+        if closing:
+            # Nothing to wait for: leave as every waiting request left.
+            self._closing = True
+            deferred.cancel()
+        elif parks:
             self._parked.add(request)
             self._crawler.stats.inc_value("robotstxt/parked")
             self._leave_soon(request)

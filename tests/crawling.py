@@ -6,6 +6,7 @@ from typing import Any
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler, CrawlerRunner
+from scrapy.utils.defer import deferred_from_coro
 
 SETTINGS: dict[str, Any] = {
     "ROBOTSTXT_OBEY": True,
@@ -53,6 +54,34 @@ async def crawl(
     runner = CrawlerRunner({**SETTINGS, **(settings or {})})
     crawler = runner.create_crawler(spider)
     await crawler.crawl(**kwargs)
+    return crawler
+
+
+async def bounded_crawl(
+    settings: dict[str, Any] | None = None, spider: type[Spider] = RecordingSpider, timeout: float = 20, **kwargs: Any
+) -> Crawler:
+    """Run a crawl; fail (after stopping it) if it does not end by itself
+    within *timeout* seconds."""
+    from twisted.internet import reactor
+
+    runner = CrawlerRunner({**SETTINGS, **(settings or {})})
+    crawler = runner.create_crawler(spider)
+    timed_out: list[bool] = []
+
+    def stop() -> None:
+        timed_out.append(True)
+        if hasattr(crawler, "stop_async"):
+            deferred_from_coro(crawler.stop_async())
+        else:
+            crawler.stop()
+
+    call = reactor.callLater(timeout, stop)
+    try:
+        await crawler.crawl(**kwargs)
+    finally:
+        if call.active():
+            call.cancel()
+    assert not timed_out, f"the crawl did not end by itself within {timeout} s"
     return crawler
 
 

@@ -26,10 +26,8 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from scrapy import Spider
-from scrapy.crawler import Crawler, CrawlerRunner
+from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 from twisted.web.server import NOT_DONE_YET, Site
 
@@ -40,7 +38,7 @@ from scrapy_robots_coccoc.exceptions import RobotsTxtForbidden
 from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState
 
-from .crawling import SETTINGS, RecordingSpider, stat
+from .crawling import SETTINGS, RecordingSpider, bounded_crawl, stat
 from .sites import LoopbackSite, Page, robots
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,34 +66,6 @@ class HostileSite(LoopbackSite):
             return super().render_GET(request)
         self.log.append((0.0, path))
         return handler(request)
-
-
-async def bounded_crawl(
-    settings: dict[str, Any] | None = None, spider: type[Spider] = RecordingSpider, timeout: float = 20, **kwargs: Any
-) -> Crawler:
-    """Run a crawl; fail (after stopping it) if it does not end by itself
-    within *timeout* seconds."""
-    from twisted.internet import reactor
-
-    runner = CrawlerRunner({**SETTINGS, **(settings or {})})
-    crawler = runner.create_crawler(spider)
-    timed_out: list[bool] = []
-
-    def stop() -> None:
-        timed_out.append(True)
-        if hasattr(crawler, "stop_async"):
-            deferred_from_coro(crawler.stop_async())
-        else:
-            crawler.stop()
-
-    call = reactor.callLater(timeout, stop)
-    try:
-        await crawler.crawl(**kwargs)
-    finally:
-        if call.active():
-            call.cancel()
-    assert not timed_out, f"the crawl did not end by itself within {timeout} s"
-    return crawler
 
 
 def unaccounted(crawler: Crawler, urls: list[str]) -> set[str]:

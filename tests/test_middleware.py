@@ -7,9 +7,10 @@ import time
 
 import pytest
 import pytest_twisted
+from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 
-from .crawling import crawl, stat
+from .crawling import bounded_crawl, crawl, stat
 from .sites import LoopbackSite, Page, robots
 
 RULES = "User-agent: *\nDisallow: /private\n\nUser-agent: coccocbot-image\nDisallow: /img/\n"
@@ -228,6 +229,42 @@ async def test_requests_waiting_in_place_for_their_turn_leave_at_close_too(sites
     await crawl(stock, urls=[stock_site.url(f"/p{i}") for i in range(20)], follow=False)
     assert ours_seconds <= 1.5 * (time.monotonic() - start) + 0.3
     assert stat(ours, "robotstxt/rescheduled_on_close") >= 1
+
+
+class FileSpider(Spider):
+    """Has ``files`` downloaded by Scrapy's FilesPipeline, which downloads
+    outside the scheduler (``engine.download``)."""
+
+    name = "files"
+
+    def __init__(self, page: str, files: list[str], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.page, self.files = page, files
+
+    async def start(self):
+        yield Request(self.page)
+
+    def parse(self, response):
+        yield {"file_urls": self.files}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_crawl_closing_while_a_media_pipeline_waits_for_crawl_delay_ends(sites, tmp_path):
+    """A request returned at close comes straight back when it was not the
+    scheduler's: returned again and again, it kept the crawl open for ever."""
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 1\n")}))
+    settings = {
+        "ITEM_PIPELINES": {"scrapy.pipelines.files.FilesPipeline": 1},
+        "FILES_STORE": str(tmp_path),
+        "CLOSESPIDER_TIMEOUT": 1.5,
+        "DOWNLOAD_DELAY_JITTER": 0,
+    }
+    files = [site.url(f"/f{i}.bin") for i in range(6)]
+    crawler = await bounded_crawl(settings, FileSpider, timeout=10, page=site.url("/index"), files=files)
+    dropped = stat(crawler, "robotstxt/dropped_on_close")
+    assert dropped and dropped == stat(crawler, "robotstxt/rescheduled_on_close")
+    assert dropped + len(site.paths()) == 2 + len(files)  # robots.txt, the page, each file once
+    assert min(site.gaps()) >= 0.95
 
 
 @pytest.mark.parametrize(
