@@ -20,6 +20,7 @@ from scrapy import signals as scrapy_signals
 from scrapy.core import downloader as downloader_module
 from scrapy.core.downloader import Downloader, Slot
 from scrapy.core.engine import ExecutionEngine
+from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.defer import maybe_deferred_to_future
 
@@ -36,6 +37,11 @@ STOCK_ROBOTSTXT_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMi
 #: The clock of a downloader slot's ``lastseen``: ``time.monotonic`` from
 #: Scrapy 2.18, ``time.time`` before.
 _SLOT_CLOCK: Callable[[], float] = getattr(downloader_module, "monotonic", None) or time.time
+
+#: The meta key in which HttpProxyMiddleware notes the proxy that a
+#: request's ``Proxy-Authorization`` header is for: it drops the header for
+#: any other proxy.
+PROXY_AUTH_META = "_auth_proxy"
 
 #: Scrapy's ``robots_parsed`` signal (2.18+); None where Scrapy has none.
 ROBOTS_PARSED: object | None = getattr(scrapy_signals, "robots_parsed", None)
@@ -55,6 +61,10 @@ def check() -> None:
             ("Downloader.active", "active" in Downloader.__init__.__code__.co_names),
             ("Downloader.slots", "slots" in Downloader.__init__.__code__.co_names),
             ("Slot.latercall", "latercall" in Slot.__init__.__code__.co_names),
+            (
+                "HttpProxyMiddleware's _auth_proxy meta key",
+                PROXY_AUTH_META in HttpProxyMiddleware._set_proxy_and_creds.__code__.co_consts,
+            ),
             ("SitemapSpider._cbs", "_cbs" in SitemapSpider.__init__.__code__.co_names),
             ("SitemapSpider._parse_sitemap", _has(SitemapSpider, "_parse_sitemap")),
         )

@@ -35,7 +35,9 @@ logger = logging.getLogger(__name__)
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: Meta keys of the page's request that the robots.txt request carries, so it
 #: leaves the way its page would.
-INHERITED_META = ("proxy", "bindaddress", "download_timeout")
+INHERITED_META = ("proxy", _compat.PROXY_AUTH_META, "bindaddress", "download_timeout")
+#: What a proxy answers when it wants credentials: the proxy's answer, not the site's.
+PROXY_AUTHENTICATION_REQUIRED = 407
 
 # The site gave no answer (RFC 9309 §2.3.1.4 "unreachable"): what Scrapy's
 # handlers raise for DNS failures, refused or reset connections, timeouts.
@@ -168,6 +170,8 @@ class RobotsTxtFetcher:
             answer = await self._download(url, trigger, followed=hop > 0)
             if not isinstance(answer, Response):
                 return answer
+            if answer.status == PROXY_AUTHENTICATION_REQUIRED and answer.meta.get("proxy"):
+                return LocalFault(f"the proxy refused the request without credentials (status {answer.status})")
             if answer.status not in REDIRECT_STATUSES:
                 return await self._read(answer)
             if hop == self._max_redirects:
@@ -226,15 +230,16 @@ class RobotsTxtFetcher:
             # must not cancel the download before its first byte.
             meta.update(download_maxsize=0, download_warnsize=0)
         meta.update({key: trigger.meta[key] for key in INHERITED_META if key in trigger.meta})
-        return Request(
-            url,
-            priority=self.PRIORITY,
-            dont_filter=True,
-            callback=NO_CALLBACK,
-            # Uncompressed: the 500 KiB cut then applies to the text itself.
-            headers={"Accept-Encoding": "identity"},
-            meta=meta,
-        )
+        # Uncompressed: the 500 KiB cut then applies to the text itself.
+        headers = {b"Accept-Encoding": b"identity"}
+        credentials = trigger.headers.get(b"Proxy-Authorization")
+        if credentials and meta.get("proxy"):
+            # The project's, or those HttpProxyMiddleware took out of the
+            # proxy URL of a redirected page: the proxy wants them for
+            # robots.txt too (and HttpProxyMiddleware drops them, by
+            # PROXY_AUTH_META, if they are another proxy's).
+            headers[b"Proxy-Authorization"] = credentials
+        return Request(url, priority=self.PRIORITY, dont_filter=True, callback=NO_CALLBACK, headers=headers, meta=meta)
 
     def _stop_at_bound(self, data: bytes, request: Request, spider: object = None) -> None:
         if not request.meta.get("robotstxt_fetch"):

@@ -128,3 +128,12 @@ def test_the_stock_middleware_is_where_we_disable_it():
     from scrapy.utils.misc import load_object
 
     assert load_object(_compat.STOCK_ROBOTSTXT_MIDDLEWARE).__name__ == "RobotsTxtMiddleware"
+
+
+def test_httpproxy_notes_whose_credentials_a_request_carries():
+    from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
+
+    request = Request("http://example.com/", meta={"proxy": "http://user:pass@proxy.example:8080"})
+    HttpProxyMiddleware().process_request(request, None)
+    assert request.headers[b"Proxy-Authorization"] == b"Basic dXNlcjpwYXNz"
+    assert request.meta[_compat.PROXY_AUTH_META] == "http://proxy.example:8080"

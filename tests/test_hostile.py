@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from twisted.internet.defer import Deferred
@@ -34,7 +35,7 @@ from twisted.web.server import NOT_DONE_YET, Site
 from scrapy_robots_coccoc import _compat
 from scrapy_robots_coccoc._robotstxt import MAX_BYTES
 from scrapy_robots_coccoc.body import inflate
-from scrapy_robots_coccoc.exceptions import RobotsTxtForbidden
+from scrapy_robots_coccoc.exceptions import RobotsTxtFault, RobotsTxtForbidden
 from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState
 
@@ -889,6 +890,62 @@ async def test_robotstxt_request_goes_through_the_proxy_of_its_page(sites):
     assert isinstance(crawler.spider.failures[f"{target}/private/x"], IgnoreRequest)
     assert proxy.paths() == [f"{target}/robots.txt", f"{target}/a"]
 
+
+
+class AuthenticatingProxy(HostileSite):
+    """A proxy (fake: it serves its pages by absolute URL) that answers 407
+    to a request without a Proxy-Authorization header."""
+
+    def render_GET(self, request):
+        if request.getHeader("Proxy-Authorization") != "Basic dXNlcjpwYXNz":  # user:pass
+            self.log.append((0.0, "407 " + request.uri.decode()))
+            request.setResponseCode(407)
+            return b""
+        return super().render_GET(request)
+
+
+@pytest.mark.parametrize(
+    ("meta", "headers"),
+    [
+        ({"proxy": "http://user:pass@{proxy}"}, {}),
+        ({"proxy": "http://{proxy}"}, {"Proxy-Authorization": "Basic dXNlcjpwYXNz"}),
+    ],
+    ids=["in-the-proxy-url", "in-a-header"],
+)
+@pytest_twisted.ensureDeferred
+async def test_robotstxt_goes_through_an_authenticating_proxy_with_the_pages_credentials(sites, meta, headers):
+    """Including after a redirect to another origin, where HttpProxyMiddleware
+    has moved the credentials of the proxy URL into a header."""
+    (proxy,) = sites(AuthenticatingProxy())
+    target = f"http://127.0.0.98:{unused_port('127.0.0.98')}"  # reached only through the proxy
+    other = f"http://127.0.0.97:{unused_port('127.0.0.97')}"
+    proxy.pages[f"{target}/robots.txt"] = robots("User-agent: *\nAllow: /\n")
+    proxy.pages[f"{target}/start"] = Page(status=301, headers={"Location": f"{other}/private/x"})
+    proxy.pages[f"{other}/robots.txt"] = robots(RULES)
+    meta = {"proxy": meta["proxy"].format(proxy=proxy.address.removeprefix("http://"))}
+
+    class Spider(RecordingSpider):
+        async def start(self):
+            for url in self.urls:
+                yield Request(url, meta=dict(meta), headers=headers, errback=self.failed, dont_filter=True)
+
+    crawler = await bounded_crawl(spider=Spider, urls=[f"{target}/start"], follow=False)
+    assert crawler.spider.crawled == []
+    assert isinstance(crawler.spider.failures[f"{other}/private/x"], RobotsTxtForbidden)
+    assert not [path for path in proxy.paths() if path.startswith("407")]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_proxy_asking_for_credentials_is_a_local_fault_not_a_site_without_rules(sites):
+    (proxy,) = sites(AuthenticatingProxy())
+    target = f"http://127.0.0.98:{unused_port('127.0.0.98')}"
+    proxy.pages[f"{target}/robots.txt"] = robots(RULES)
+    urls = [f"{target}/private/x", f"{target}/a"]
+    crawler = await bounded_crawl(urls=urls, follow=False, meta={"proxy": proxy.address})
+    assert crawler.spider.crawled == []
+    assert all(isinstance(crawler.spider.failures[url], RobotsTxtFault) for url in urls)
+    assert stat(crawler, "robotstxt/local_faults") == 1
+    assert proxy.paths() == [f"407 {target}/robots.txt"]
 
 # --- bounded concurrency after parking -------------------------------------------
 
