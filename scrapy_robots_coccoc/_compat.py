@@ -61,6 +61,8 @@ def check() -> None:
             ("Downloader.active", "active" in Downloader.__init__.__code__.co_names),
             ("Downloader.slots", "slots" in Downloader.__init__.__code__.co_names),
             ("Slot.latercall", "latercall" in Slot.__init__.__code__.co_names),
+            ("Slot.queue", "queue" in Slot.__init__.__code__.co_names),
+            ("Slot.free_transfer_slots", _has(Slot, "free_transfer_slots")),
             (
                 "HttpProxyMiddleware's _auth_proxy meta key",
                 PROXY_AUTH_META in HttpProxyMiddleware._set_proxy_and_creds.__code__.co_consts,
@@ -113,13 +115,28 @@ def engine_closing(engine: ExecutionEngine | None) -> bool:
     return engine is None or not engine.running or engine._slot is None or engine._slot.closing is not None
 
 
+def slot_key(engine: ExecutionEngine, request: Request) -> str:
+    """The key of the downloader slot that *request* goes (or went) through."""
+    return engine.downloader.get_slot_key(request)
+
+
+def _live_slot(engine: ExecutionEngine, request: Request) -> Slot | None:
+    return engine.downloader.slots.get(slot_key(engine, request))
+
+
+def slot_full(engine: ExecutionEngine, request: Request) -> bool:
+    """Whether the downloader slot of *request* would queue it, if released
+    now, behind other requests or until one of its transfers ends."""
+    live = _live_slot(engine, request)
+    return live is not None and (bool(live.queue) or live.free_transfer_slots() <= 0)
+
+
 def slot_hold(engine: ExecutionEngine, request: Request) -> float:
     """At most how long the downloader slot of *request* would hold it, if
     released now: for the slot's own delay (its largest draw), and until the
     release the slot has scheduled, which AutoThrottle lowering the delay
     since does not bring forward."""
-    downloader = engine.downloader
-    live = downloader.slots.get(downloader.get_slot_key(request))
+    live = _live_slot(engine, request)
     if live is None:
         return 0.0
     scheduled = _seconds_until(live.latercall)

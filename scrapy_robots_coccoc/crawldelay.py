@@ -9,8 +9,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timezone
 from datetime import time as clock
+from itertools import count
 from typing import TYPE_CHECKING
 
+from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
@@ -19,6 +21,7 @@ from . import _compat
 
 if TYPE_CHECKING:
     from scrapy import Request
+    from scrapy.core.engine import ExecutionEngine
     from scrapy.crawler import Crawler
 
     from ._robotstxt import RobotsTxt
@@ -66,6 +69,9 @@ class CrawlDelays:
         self._parking = parking
         self._max_origins = max(1, max_origins)
         self._announced: OrderedDict[str, float] = OrderedDict()  # origin -> delay logged for it
+        # Downloader slot key -> what requests waiting for room in it wait for.
+        self._rooms: dict[str, list[Deferred[None]]] = {}
+        crawler.signals.connect(self._on_departure, signal=signals.request_left_downloader)
 
     def delay_for(self, robots: RobotsTxt, agent: str) -> tuple[float, float]:
         """The delay *robots* asks of *agent* (Crawl-delay or the period of
@@ -86,29 +92,62 @@ class CrawlDelays:
             self._announce(origin, written, delay)
         if not delay:
             return
-        from twisted.internet import reactor
-
         engine = self._crawler.engine
         assert engine is not None
-        for _ in range(self.MAX_TURNS):
-            # First let the slot's own delay (the project's DOWNLOAD_DELAY,
-            # after the slot's last request, robots.txt included) run out:
-            # the request then starts when it is released, at its turn.
-            hold = _compat.slot_hold(engine, request)
-            if hold > 0:
-                await self._parking.wait(request, deferLater(reactor, hold))
+        park = True
+        for tries in count(1):
+            # First let the slot be ready to start the request at once (its
+            # own delay run out, a transfer place free): the request then
+            # starts when it is released, at its turn.
+            await self._slot_ready(engine, request, park)
             start = self._reserve(origin, delay * (1 + self.GRACE))
             if isinstance(start, Deferred) or (start is not None and start > time.time()):
-                # The store's answer and the turn, awaited as one parked
-                # wait: a slow store holds no downloader place either.
-                start = await self._parking.wait(request, deferred_from_coro(self._turn(start)))
+                # The store's answer and the turn, awaited as one wait: a
+                # slow store holds no downloader place either when parked.
+                start = await self._parking.wait(request, deferred_from_coro(self._turn(start)), park=park)
             if start is None:
                 return  # a store that does not pace
-            if time.time() - start <= self.GRACE * delay:
+            if time.time() - start <= self.GRACE * delay and not _compat.slot_full(engine, request):
                 return
-            # Woken too late (a stalled reactor, a slow store): a turn used
-            # late would squeeze the next one, so take a new one.
+            # Woken too late (a parked request comes back only when the
+            # downloader has room, a stalled reactor, a slow store), or the
+            # slot would hold the request: a turn used late would squeeze
+            # the next one, so take a new one. After MAX_TURNS parked tries
+            # the request keeps its place, and waits where no wait for a
+            # place can make it late: never unpaced.
             self._crawler.stats.inc_value("robotstxt/crawl_delay/late_turns")
+            park = tries < self.MAX_TURNS
+
+    async def _slot_ready(self, engine: ExecutionEngine, request: Request, park: bool) -> None:
+        """Wait until the downloader slot of *request* would start it at once."""
+        from twisted.internet import reactor
+
+        while True:
+            hold = _compat.slot_hold(engine, request)
+            if hold > 0:
+                await self._parking.wait(request, deferLater(reactor, hold), park=park)
+            elif _compat.slot_full(engine, request):
+                key = _compat.slot_key(engine, request)
+                room: Deferred[None] = Deferred()
+                self._rooms.setdefault(key, []).append(room)
+                try:
+                    await self._parking.wait(request, room, park=park)
+                finally:
+                    waiting = self._rooms.get(key, [])
+                    if room in waiting:
+                        waiting.remove(room)
+                        if not waiting:
+                            del self._rooms[key]
+            else:
+                return
+
+    def _on_departure(self, request: Request, spider: object = None) -> None:
+        """A transfer ended: requests waiting for room in its slot look again."""
+        engine = self._crawler.engine
+        if engine is not None:
+            for room in self._rooms.pop(_compat.slot_key(engine, request), ()):
+                if not room.called:  # cancelled at close, and not yet out of the list
+                    room.callback(None)
 
     async def _turn(self, reserved: float | Deferred[float | None] | None) -> float | None:
         """Wait for the store's answer, then until the turn it gives starts."""

@@ -69,15 +69,15 @@ class Parking:
     def __len__(self) -> int:
         return len(self._waiting) + len(self._returning)
 
-    async def wait(self, request: Request, deferred: Deferred[T]) -> T:
-        """Wait for *deferred*, parked if the request holds a downloader place
-        and the bound allows, else in place; either way raise
-        :class:`SpiderClosing` when the spider closes meanwhile."""
+    async def wait(self, request: Request, deferred: Deferred[T], *, park: bool = True) -> T:
+        """Wait for *deferred*, parked if *park*, the request holds a
+        downloader place and the bound allows, else in place; either way
+        raise :class:`SpiderClosing` when the spider closes meanwhile."""
         engine = self._crawler.engine
         assert engine is not None
         active = _compat.downloader_active(engine)
         closing = _compat.engine_closing(engine)
-        parks = not closing and request in active and len(self._parked) < self._max_parked
+        parks = park and not closing and request in active and len(self._parked) < self._max_parked
         self._waiting[request] = deferred
         if closing:
             # Nothing to wait for: leave as every waiting request left.

@@ -43,6 +43,8 @@ class _Inspecting(Spider):
             "active": isinstance(_compat.downloader_active(engine), set),
             "closing": _compat.engine_closing(engine),
             "hold": _compat.slot_hold(engine, Request("http://127.0.0.1/")),
+            "full": _compat.slot_full(engine, Request("http://127.0.0.1/")),
+            "key": _compat.slot_key(engine, Request("http://127.0.0.1/")),
         }
         _compat.wake_engine(engine)
         return
@@ -56,6 +58,8 @@ async def test_engine_and_downloader_internals():
     assert crawler.spider.seen["active"], "Downloader.active is no longer a set: update _compat.downloader_active"
     assert crawler.spider.seen["closing"] is False, "a running engine counted as closing: update _compat"
     assert crawler.spider.seen["hold"] == 0.0, "no slot yet, so nothing to hold: update _compat.slot_hold"
+    assert crawler.spider.seen["full"] is False, "no slot yet, so not full: update _compat.slot_full"
+    assert crawler.spider.seen["key"] == "127.0.0.1", "Downloader.get_slot_key changed: update _compat.slot_key"
     assert _compat.engine_closing(crawler.engine), "a stopped engine should count as closing"
 
 
@@ -91,6 +95,15 @@ def test_a_slot_s_delay_and_clock_are_where_slot_hold_reads_them():
     assert hasattr(slot, "lastseen") and slot.delay == 2.0, "Slot.lastseen/delay changed: update _compat.slot_hold"
     assert hasattr(slot, "jitter") or hasattr(slot, "randomize_delay"), "Slot jitter changed: update _compat"
     assert _compat._SLOT_CLOCK() > 0
+
+
+def test_a_slot_s_queue_and_transfers_are_where_slot_full_reads_them():
+    from scrapy.core.downloader import Slot
+
+    slot = Slot(1, 0.0, 0) if _compat.SCRAPY_VERSION >= (2, 19) else Slot(1, 0.0, False)
+    assert not slot.queue and slot.free_transfer_slots() == 1, "Slot.queue/free_transfer_slots changed"
+    slot.transferring.add(Request("http://127.0.0.1/"))
+    assert slot.free_transfer_slots() == 0, "Slot.transferring no longer counts: update _compat.slot_full"
 
 
 def test_a_slot_s_scheduled_release_is_where_slot_hold_reads_it():

@@ -7,8 +7,10 @@ import time
 
 import pytest_twisted
 
+from scrapy_robots_coccoc.crawldelay import CrawlDelays
+
 from .crawling import crawl, stat
-from .sites import LoopbackSite, robots
+from .sites import LoopbackSite, Page, robots
 
 PAGES = [f"/p{i}" for i in range(4)]
 
@@ -181,3 +183,36 @@ async def test_delays_too_short_for_the_reactors_timers_are_not_paced(sites):
     assert len(crawler.spider.crawled) == 4
     assert stat(crawler, "robotstxt/crawl_delay/sites") is None
     assert stat(crawler, "robotstxt/crawl_delay/late_turns") is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_turns_keep_the_delay_while_other_sites_fill_the_downloader(sites, monkeypatch):
+    """A parked request comes back only when the downloader has room: with
+    slow pages elsewhere taking every place, turns came back late, and after
+    MAX_TURNS late turns (one here, to see it in a short crawl) the request
+    went unpaced. Now it waits in place for its next turn."""
+    monkeypatch.setattr(CrawlDelays, "MAX_TURNS", 1)
+    paced, slow = sites(
+        paced_site("User-agent: *\nCrawl-delay: 0.3\n"),
+        LoopbackSite(pages={f"/s{i}": Page(b"<html></html>", delay=1) for i in range(12)}),
+    )
+    urls = [url for i in range(12) for url in (slow.url(f"/s{i}"), *([paced.url(f"/p{i}")] if i < 8 else []))]
+    crawler = await crawl({"CONCURRENT_REQUESTS": 2, "DOWNLOAD_DELAY_JITTER": 0}, urls=urls, follow=False)
+    assert len(crawler.spider.crawled) == len(urls)
+    assert min(paced.gaps()) >= 0.285, paced.gaps()
+    assert stat(crawler, "robotstxt/crawl_delay/late_turns")
+
+
+@pytest_twisted.ensureDeferred
+async def test_turns_keep_the_delay_when_the_slot_is_busy_with_a_slow_page(sites):
+    """With one transfer at a time per site, turns that came while a slow page
+    transferred were queued in Scrapy's slot and then sent back to back."""
+    (site,) = sites(
+        LoopbackSite(
+            pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.5\n"), "/p0": Page(b"<html></html>", delay=1.5)}
+        )
+    )
+    settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY_JITTER": 0}
+    crawler = await crawl(settings, urls=[site.url(f"/p{i}") for i in range(5)], follow=False)
+    assert len(crawler.spider.crawled) == 5
+    assert min(site.gaps()) >= 0.475, site.gaps()

@@ -891,7 +891,6 @@ async def test_robotstxt_request_goes_through_the_proxy_of_its_page(sites):
     assert proxy.paths() == [f"{target}/robots.txt", f"{target}/a"]
 
 
-
 class AuthenticatingProxy(HostileSite):
     """A proxy (fake: it serves its pages by absolute URL) that answers 407
     to a request without a Proxy-Authorization header."""
@@ -946,6 +945,7 @@ async def test_a_proxy_asking_for_credentials_is_a_local_fault_not_a_site_withou
     assert all(isinstance(crawler.spider.failures[url], RobotsTxtFault) for url in urls)
     assert stat(crawler, "robotstxt/local_faults") == 1
     assert proxy.paths() == [f"407 {target}/robots.txt"]
+
 
 # --- bounded concurrency after parking -------------------------------------------
 
