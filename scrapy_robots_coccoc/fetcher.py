@@ -75,7 +75,7 @@ def _load_classes(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
 
 
 _NO_ANSWER = _load_classes(_NO_ANSWER_NAMES)
-# The project's DOWNLOAD_MAXSIZE refused the body (Scrapy 2.14+; without
+# The project's DOWNLOAD_MAXSIZE refused the body (Scrapy 2.15+; without
 # RobotsTxtBodyMiddleware, which lifts it): no rules to read, as with
 # Scrapy's own middleware, rather than a fault retried every minute.
 _REFUSED_HERE = _load_classes(("scrapy.exceptions.DownloadCancelledError",))

@@ -303,7 +303,7 @@ async def test_robotstxt_larger_than_download_maxsize_still_gives_rules(sites, c
     assert bad_records(caplog) == []
 
 
-@pytest.mark.skipif(_compat.SCRAPY_VERSION < (2, 14), reason="Scrapy 2.13 cancels with Twisted's CancelledError")
+@pytest.mark.skipif(_compat.SCRAPY_VERSION < (2, 15), reason="Scrapy 2.13-2.14 cancel with Twisted's CancelledError")
 @pytest_twisted.ensureDeferred
 async def test_without_the_body_middleware_a_body_over_download_maxsize_is_unrestricted(sites, caplog):
     # As with Scrapy's own middleware; it was a local fault, retried every
