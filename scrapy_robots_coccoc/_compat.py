@@ -110,9 +110,11 @@ def wake_engine(engine: ExecutionEngine) -> None:
 
 
 def engine_closing(engine: ExecutionEngine | None) -> bool:
-    """Whether the engine is stopping or closing the spider: requests waiting
-    in our middleware should then leave rather than wait for their turn."""
-    return engine is None or not engine.running or engine._slot is None or engine._slot.closing is not None
+    """Whether the engine is closing the spider (stopping it does so at
+    once): requests waiting in our middleware should then leave rather than
+    wait for their turn. An engine not running yet is not closing: a
+    ``spider_opened`` handler may download before it runs."""
+    return engine is None or engine._slot is None or engine._slot.closing is not None
 
 
 def slot_key(engine: ExecutionEngine, request: Request) -> str:

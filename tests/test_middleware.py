@@ -7,10 +7,13 @@ import time
 
 import pytest
 import pytest_twisted
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.defer import deferred_from_coro
 
-from .crawling import bounded_crawl, crawl, stat
+from scrapy_robots_coccoc import _compat
+
+from .crawling import RecordingSpider, bounded_crawl, crawl, stat
 from .sites import LoopbackSite, Page, robots
 
 RULES = "User-agent: *\nDisallow: /private\n\nUser-agent: coccocbot-image\nDisallow: /img/\n"
@@ -265,6 +268,32 @@ async def test_a_crawl_closing_while_a_media_pipeline_waits_for_crawl_delay_ends
     assert dropped and dropped == stat(crawler, "robotstxt/rescheduled_on_close")
     assert dropped + len(site.paths()) == 2 + len(files)  # robots.txt, the page, each file once
     assert min(site.gaps()) >= 0.95
+
+
+class OpeningDownloadSpider(RecordingSpider):
+    """Downloads ``opening_url`` outside the scheduler when the spider opens,
+    before the engine runs (as an extension fetching a token would)."""
+
+    @classmethod
+    def from_crawler(cls, crawler, *args, **kwargs):
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        crawler.signals.connect(spider.opened, signal=signals.spider_opened)
+        return spider
+
+    def opened(self, spider):
+        request = Request(self.opening_url, dont_filter=True)
+        self.opening = deferred_from_coro(_compat.download(self.crawler.engine, request))
+        self.opening.addBoth(lambda result: setattr(self, "opened_with", result))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_download_started_as_the_spider_opens_is_not_taken_for_a_closing_one(sites):
+    (site,) = sites(site_with())
+    crawler = await bounded_crawl(
+        spider=OpeningDownloadSpider, urls=[site.url("/a")], follow=False, opening_url=site.url("/token")
+    )
+    assert getattr(crawler.spider.opened_with, "status", None) == 200, crawler.spider.opened_with
+    assert stat(crawler, "robotstxt/rescheduled_on_close") is None
 
 
 @pytest.mark.parametrize(
