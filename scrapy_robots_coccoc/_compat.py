@@ -62,7 +62,7 @@ def check() -> None:
             ("Downloader.slots", "slots" in Downloader.__init__.__code__.co_names),
             ("Slot.latercall", "latercall" in Slot.__init__.__code__.co_names),
             ("Slot.queue", "queue" in Slot.__init__.__code__.co_names),
-            ("Slot.free_transfer_slots", _has(Slot, "free_transfer_slots")),
+            ("Slot.transferring", "transferring" in Slot.__init__.__code__.co_names),
             (
                 "HttpProxyMiddleware's _auth_proxy meta key",
                 PROXY_AUTH_META in HttpProxyMiddleware._set_proxy_and_creds.__code__.co_consts,
@@ -126,11 +126,15 @@ def _live_slot(engine: ExecutionEngine, request: Request) -> Slot | None:
     return engine.downloader.slots.get(slot_key(engine, request))
 
 
-def slot_full(engine: ExecutionEngine, request: Request) -> bool:
+def slot_full(engine: ExecutionEngine, request: Request, on_the_way: Iterable[Request] = ()) -> bool:
     """Whether the downloader slot of *request* would queue it, if released
-    now, behind other requests or until one of its transfers ends."""
+    now, until one of its transfers ends: with the requests transferring,
+    queued, and *on_the_way* (released toward it, not in it yet)."""
     live = _live_slot(engine, request)
-    return live is not None and (bool(live.queue) or live.free_transfer_slots() <= 0)
+    if live is None:
+        return False
+    taken = live.transferring.union((queued for queued, _ in live.queue), on_the_way)
+    return len(taken) >= live.concurrency
 
 
 def slot_hold(engine: ExecutionEngine, request: Request) -> float:

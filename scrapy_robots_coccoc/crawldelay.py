@@ -4,6 +4,7 @@ apart, whatever downloader slot Scrapy puts them in."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -54,6 +55,11 @@ class CrawlDelays:
     #: Shorter delays (``Request-rate: 1000000/1s``) are not paced: the
     #: reactor's timers do not keep them, so nearly every turn would be late.
     MIN_DELAY = 0.01
+    #: How long a request waiting for room in its slot waits for a request
+    #: to leave it before it looks again anyway.
+    ROOM_RECHECK_SECONDS = 1.0
+    #: How long a request released at its turn may take to reach its slot.
+    ON_THE_WAY_SECONDS = 1.0
 
     def __init__(
         self,
@@ -69,9 +75,13 @@ class CrawlDelays:
         self._parking = parking
         self._max_origins = max(1, max_origins)
         self._announced: OrderedDict[str, float] = OrderedDict()  # origin -> delay logged for it
+        # Downloader slot key -> paced requests that claim a place in it,
+        # with until when: those waiting for their turn (for ever), those
+        # released at it and not in the slot yet (ON_THE_WAY_SECONDS).
+        self._claims: dict[str, dict[Request, float]] = {}
         # Downloader slot key -> what requests waiting for room in it wait for.
         self._rooms: dict[str, list[Deferred[None]]] = {}
-        crawler.signals.connect(self._on_departure, signal=signals.request_left_downloader)
+        crawler.signals.connect(self.left, signal=signals.request_left_downloader)
 
     def delay_for(self, robots: RobotsTxt, agent: str) -> tuple[float, float]:
         """The delay *robots* asks of *agent* (Crawl-delay or the period of
@@ -94,20 +104,31 @@ class CrawlDelays:
             return
         engine = self._crawler.engine
         assert engine is not None
+        key = _compat.slot_key(engine, request)
         park = True
         for tries in count(1):
             # First let the slot be ready to start the request at once (its
             # own delay run out, a transfer place free): the request then
             # starts when it is released, at its turn.
             await self._slot_ready(engine, request, park)
-            start = self._reserve(origin, delay * (1 + self.GRACE))
-            if isinstance(start, Deferred) or (start is not None and start > time.time()):
-                # The store's answer and the turn, awaited as one wait: a
-                # slow store holds no downloader place either when parked.
-                start = await self._parking.wait(request, deferred_from_coro(self._turn(start)), park=park)
-            if start is None:
-                return  # a store that does not pace
-            if time.time() - start <= self.GRACE * delay and not _compat.slot_full(engine, request):
+            # From its reservation the request claims a place in the slot:
+            # requests taking turns together found it taken by the first
+            # when their turns came (one transfer at a time, pages slower
+            # than the delay), and every turn after was lost.
+            self._claims.setdefault(key, {})[request] = math.inf
+            try:
+                start = self._reserve(origin, delay * (1 + self.GRACE))
+                if isinstance(start, Deferred) or (start is not None and start > time.time()):
+                    # The store's answer and the turn, awaited as one wait: a
+                    # slow store holds no downloader place either when parked.
+                    start = await self._parking.wait(request, deferred_from_coro(self._turn(start)), park=park)
+            except BaseException:
+                self.left(request)
+                raise
+            if start is None or (time.time() - start <= self.GRACE * delay and not self._slot_full(engine, request)):
+                # Scrapy puts it in the slot a little later: it keeps its
+                # claim until then (or until it comes back without).
+                self._claims.setdefault(key, {})[request] = time.monotonic() + self.ON_THE_WAY_SECONDS
                 return
             # Woken too late (a parked request comes back only when the
             # downloader has room, a stalled reactor, a slow store), or the
@@ -115,6 +136,7 @@ class CrawlDelays:
             # the next one, so take a new one. After MAX_TURNS parked tries
             # the request keeps its place, and waits where no wait for a
             # place can make it late: never unpaced.
+            self.left(request)
             self._crawler.stats.inc_value("robotstxt/crawl_delay/late_turns")
             park = tries < self.MAX_TURNS
 
@@ -126,10 +148,14 @@ class CrawlDelays:
             hold = _compat.slot_hold(engine, request)
             if hold > 0:
                 await self._parking.wait(request, deferLater(reactor, hold), park=park)
-            elif _compat.slot_full(engine, request):
+            elif self._slot_full(engine, request):
                 key = _compat.slot_key(engine, request)
                 room: Deferred[None] = Deferred()
                 self._rooms.setdefault(key, []).append(room)
+                # Woken when a request leaves the slot; looked at again after
+                # a while in any case (a request on its way to the slot that
+                # a later middleware replaced never arrives nor leaves).
+                room.addTimeout(self.ROOM_RECHECK_SECONDS, reactor, onTimeoutCancel=_look_again)
                 try:
                     await self._parking.wait(request, room, park=park)
                 finally:
@@ -141,13 +167,31 @@ class CrawlDelays:
             else:
                 return
 
-    def _on_departure(self, request: Request, spider: object = None) -> None:
-        """A transfer ended: requests waiting for room in its slot look again."""
+    def _slot_full(self, engine: ExecutionEngine, request: Request) -> bool:
+        """Whether the slot of *request* is full, the claims of other paced
+        requests counted (those past their time are let go: a request that a
+        later middleware replaced never arrives nor comes back)."""
+        claims = self._claims.get(_compat.slot_key(engine, request), {})
+        now = time.monotonic()
+        for expired in [claimant for claimant, until in claims.items() if until <= now]:
+            del claims[expired]
+        return _compat.slot_full(engine, request, (claimant for claimant in claims if claimant is not request))
+
+    def left(self, request: Request, spider: object = None) -> None:
+        """*request* left its slot (its transfer ended), came back to the
+        middleware without reaching it, or gave its turn up: its claim
+        ends, and requests waiting for room there look again."""
         engine = self._crawler.engine
-        if engine is not None:
-            for room in self._rooms.pop(_compat.slot_key(engine, request), ()):
-                if not room.called:  # cancelled at close, and not yet out of the list
-                    room.callback(None)
+        if engine is None:
+            return
+        key = _compat.slot_key(engine, request)
+        claims = self._claims.get(key)
+        if claims is not None:
+            claims.pop(request, None)
+            if not claims:
+                del self._claims[key]
+        for room in self._rooms.pop(key, ()):
+            _open(room)
 
     async def _turn(self, reserved: float | Deferred[float | None] | None) -> float | None:
         """Wait for the store's answer, then until the turn it gives starts."""
@@ -173,6 +217,15 @@ class CrawlDelays:
             capped,
             extra={"spider": self._crawler.spider},
         )
+
+
+def _look_again(result: object, timeout: float) -> None:
+    """What a wait for room ends with when no request left the slot in time."""
+
+
+def _open(room: Deferred[None]) -> None:
+    if not room.called:  # else cancelled at close, or opened already
+        room.callback(None)
 
 
 def _in_window(start: clock | None, end: clock | None) -> bool:

@@ -160,6 +160,15 @@ class RobotsTxtMiddleware:
             raise
         return None
 
+    def process_response(self, request: Request, response: Response, spider: object = None) -> Response:
+        if self._delays is not None:
+            self._delays.left(request)
+        return response
+
+    def process_exception(self, request: Request, exception: Exception, spider: object = None) -> None:
+        if self._delays is not None:
+            self._delays.left(request)
+
     def _log_dropped(self, fault: RobotsTxtFault, request: Request) -> None:
         logger.debug(
             "Dropped (%(fault)s): %(request)s",

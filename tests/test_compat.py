@@ -97,13 +97,11 @@ def test_a_slot_s_delay_and_clock_are_where_slot_hold_reads_them():
     assert _compat._SLOT_CLOCK() > 0
 
 
-def test_a_slot_s_queue_and_transfers_are_where_slot_full_reads_them():
+def test_a_slot_s_requests_and_concurrency_are_where_slot_full_reads_them():
     from scrapy.core.downloader import Slot
 
     slot = Slot(1, 0.0, 0) if _compat.SCRAPY_VERSION >= (2, 19) else Slot(1, 0.0, False)
-    assert not slot.queue and slot.free_transfer_slots() == 1, "Slot.queue/free_transfer_slots changed"
-    slot.transferring.add(Request("http://127.0.0.1/"))
-    assert slot.free_transfer_slots() == 0, "Slot.transferring no longer counts: update _compat.slot_full"
+    assert slot.active == set() and slot.concurrency == 1, "Slot.active/concurrency changed: update _compat.slot_full"
 
 
 def test_a_slot_s_scheduled_release_is_where_slot_hold_reads_it():

@@ -216,3 +216,18 @@ async def test_turns_keep_the_delay_when_the_slot_is_busy_with_a_slow_page(sites
     crawler = await crawl(settings, urls=[site.url(f"/p{i}") for i in range(5)], follow=False)
     assert len(crawler.spider.crawled) == 5
     assert min(site.gaps()) >= 0.475, site.gaps()
+
+
+@pytest_twisted.ensureDeferred
+async def test_pages_slower_than_the_delay_one_at_a_time_lose_no_turns(sites):
+    """Requests that took turns together found the slot taken by the first
+    when their turns came, and every turn after was lost: a page every two
+    delays instead of one per page."""
+    pages = {f"/p{i}": Page(b"<html></html>", delay=0.4) for i in range(8)}
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.3\n"), **pages}))
+    settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY_JITTER": 0}
+    crawler = await crawl(settings, urls=[site.url(p) for p in pages], follow=False)
+    assert len(crawler.spider.crawled) == 8
+    gaps = site.gaps()
+    assert min(gaps) >= 0.285 and sum(gaps) / len(gaps) < 0.5, gaps  # a page every 0.4 s, not 0.63
+    assert not stat(crawler, "robotstxt/crawl_delay/late_turns")
