@@ -125,7 +125,8 @@ class CrawlDelays:
             except BaseException:
                 self.left(request)
                 raise
-            if start is None or (time.time() - start <= self.GRACE * delay and not self._slot_full(engine, request)):
+            on_time = start is not None and time.time() - start <= self.GRACE * delay
+            if start is None or (on_time and not self._slot_would_hold(engine, request)):
                 # Scrapy puts it in the slot a little later: it keeps its
                 # claim until then (or until it comes back without).
                 self._claims.setdefault(key, {})[request] = time.monotonic() + self.ON_THE_WAY_SECONDS
@@ -166,6 +167,12 @@ class CrawlDelays:
                             del self._rooms[key]
             else:
                 return
+
+    def _slot_would_hold(self, engine: ExecutionEngine, request: Request) -> bool:
+        """Whether the slot of *request*, ready when its turn was reserved,
+        would hold it now: another origin in it (another port of the host,
+        a shared ``download_slot``) started meanwhile, or filled it."""
+        return _compat.slot_hold(engine, request) > 0 or self._slot_full(engine, request)
 
     def _slot_full(self, engine: ExecutionEngine, request: Request) -> bool:
         """Whether the slot of *request* is full, the claims of other paced

@@ -231,3 +231,22 @@ async def test_pages_slower_than_the_delay_one_at_a_time_lose_no_turns(sites):
     gaps = site.gaps()
     assert min(gaps) >= 0.285 and sum(gaps) / len(gaps) < 0.5, gaps  # a page every 0.4 s, not 0.63
     assert not stat(crawler, "robotstxt/crawl_delay/late_turns")
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_paced_origins_sharing_a_delayed_slot_each_keep_their_delay(sites):
+    """A turn reserved while the slot's own delay had run out came while the
+    other origin's start had set it going again: the slot held the request,
+    which started late, 0.7 s after the one before at Crawl-delay 1."""
+    from .sites import serve
+
+    one = serve(paced_site("User-agent: *\nCrawl-delay: 0.5\n"), "127.0.0.2")
+    two = serve(paced_site("User-agent: *\nCrawl-delay: 0.5\n"), "127.0.0.2")
+    try:
+        urls = [url for i in range(5) for url in (one.url(f"/a{i}"), two.url(f"/b{i}"))]
+        crawler = await crawl({"DOWNLOAD_DELAY": 0.35, "DOWNLOAD_DELAY_JITTER": 0}, urls=urls, follow=False)
+    finally:
+        one.port.stopListening()
+        two.port.stopListening()
+    assert len(crawler.spider.crawled) == 10
+    assert min(one.gaps() + two.gaps()) >= 0.475, (one.gaps(), two.gaps())
