@@ -19,6 +19,7 @@ import scrapy
 from scrapy import signals as scrapy_signals
 from scrapy.core import downloader as downloader_module
 from scrapy.core.downloader import Downloader, Slot
+from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.core.engine import ExecutionEngine
 from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
 from scrapy.spiders import SitemapSpider
@@ -42,6 +43,9 @@ _SLOT_CLOCK: Callable[[], float] = getattr(downloader_module, "monotonic", None)
 #: request's ``Proxy-Authorization`` header is for: it drops the header for
 #: any other proxy.
 PROXY_AUTH_META = "_auth_proxy"
+
+#: How Scrapy's TunnelError gives the proxy's answer to CONNECT: in its message only.
+_TUNNEL_STATUS = re.compile(r"\[\{'status': (\d{3}),")
 
 #: Scrapy's ``robots_parsed`` signal (2.18+); None where Scrapy has none.
 ROBOTS_PARSED: object | None = getattr(scrapy_signals, "robots_parsed", None)
@@ -164,6 +168,13 @@ def _seconds_until(call: Any) -> float:
     if delayed is None or not delayed.active():
         return 0.0
     return max(0.0, delayed.getTime() - delayed.seconds())  # on the clock of the reactor that scheduled it
+
+
+def proxy_refused(exc: BaseException) -> bool:
+    """Whether *exc* is a proxy's refusal to open a tunnel (a 4xx answer to
+    CONNECT: 407 wants credentials, 403 forbids), not the site's silence."""
+    found = _TUNNEL_STATUS.search(str(exc)) if isinstance(exc, TunnelError) else None
+    return found is not None and 400 <= int(found[1]) < 500
 
 
 def sitemap_callbacks(spider: SitemapSpider) -> list[tuple[re.Pattern[str], Callable[..., Any]]]:

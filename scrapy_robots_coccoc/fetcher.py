@@ -139,7 +139,7 @@ def is_local(exc: BaseException) -> bool:
 
 def classify(exc: BaseException) -> NoAnswer | LocalFault:
     """The outcome of a download that raised *exc*."""
-    if is_local(exc) or not isinstance(exc, _NO_ANSWER):
+    if is_local(exc) or not isinstance(exc, _NO_ANSWER) or _compat.proxy_refused(exc):
         return LocalFault(describe(exc))
     return NoAnswer(describe(exc))
 

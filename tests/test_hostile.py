@@ -947,6 +947,30 @@ async def test_a_proxy_asking_for_credentials_is_a_local_fault_not_a_site_withou
     assert proxy.paths() == [f"407 {target}/robots.txt"]
 
 
+class RefusingTunnelProxy(HostileSite):
+    """A proxy that answers 407 to CONNECT, as Scrapy asks for https URLs."""
+
+    def render_CONNECT(self, request):
+        self.log.append((0.0, "CONNECT " + request.uri.decode()))
+        request.setResponseCode(407)
+        return b""
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_proxy_refusing_a_tunnel_is_a_local_fault_not_a_silent_site(sites):
+    """For https, the proxy's 407 comes as Scrapy's TunnelError: it was "no
+    answer", and the site's pages were dropped for an hour (for every
+    worker, with a shared store)."""
+    (proxy,) = sites(RefusingTunnelProxy())
+    target = f"https://127.0.0.98:{unused_port('127.0.0.98')}"
+    urls = [f"{target}/private/x", f"{target}/a"]
+    crawler = await bounded_crawl(urls=urls, follow=False, meta={"proxy": proxy.address})
+    assert all(isinstance(crawler.spider.failures[url], RobotsTxtFault) for url in urls), crawler.spider.failures
+    assert stat(crawler, "robotstxt/local_faults") == 1
+    assert stat(crawler, "robotstxt/unavailable/events") is None
+    assert proxy.paths() == [f"CONNECT {target.removeprefix('https://')}"]
+
+
 # --- bounded concurrency after parking -------------------------------------------
 
 
