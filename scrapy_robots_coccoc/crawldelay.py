@@ -110,7 +110,7 @@ class CrawlDelays:
             # First let the slot be ready to start the request at once (its
             # own delay run out, a transfer place free): the request then
             # starts when it is released, at its turn.
-            await self._slot_ready(engine, request, park)
+            await self._slot_ready(engine, request, key, park)
             # From its reservation the request claims a place in the slot:
             # requests taking turns together found it taken by the first
             # when their turns came (one transfer at a time, pages slower
@@ -126,7 +126,7 @@ class CrawlDelays:
                 self.left(request)
                 raise
             on_time = start is not None and time.time() - start <= self.GRACE * delay
-            if start is None or (on_time and not self._slot_would_hold(engine, request)):
+            if start is None or (on_time and not self._slot_would_hold(engine, request, key)):
                 # Scrapy puts it in the slot a little later: it keeps its
                 # claim until then (or until it comes back without).
                 self._claims.setdefault(key, {})[request] = time.monotonic() + self.ON_THE_WAY_SECONDS
@@ -141,44 +141,48 @@ class CrawlDelays:
             self._crawler.stats.inc_value("robotstxt/crawl_delay/late_turns")
             park = tries < self.MAX_TURNS
 
-    async def _slot_ready(self, engine: ExecutionEngine, request: Request, park: bool) -> None:
-        """Wait until the downloader slot of *request* would start it at once."""
+    async def _slot_ready(self, engine: ExecutionEngine, request: Request, key: str, park: bool) -> None:
+        """Wait until the downloader slot of *request* (*key*) would start it at once."""
         from twisted.internet import reactor
 
         while True:
             hold = _compat.slot_hold(engine, request)
             if hold > 0:
                 await self._parking.wait(request, deferLater(reactor, hold), park=park)
-            elif self._slot_full(engine, request):
-                key = _compat.slot_key(engine, request)
-                room: Deferred[None] = Deferred()
-                self._rooms.setdefault(key, []).append(room)
-                # Woken when a request leaves the slot; looked at again after
-                # a while in any case (a request on its way to the slot that
-                # a later middleware replaced never arrives nor leaves).
-                room.addTimeout(self.ROOM_RECHECK_SECONDS, reactor, onTimeoutCancel=_look_again)
-                try:
-                    await self._parking.wait(request, room, park=park)
-                finally:
-                    waiting = self._rooms.get(key, [])
-                    if room in waiting:
-                        waiting.remove(room)
-                        if not waiting:
-                            del self._rooms[key]
+            elif self._slot_full(engine, request, key):
+                await self._wait_for_room(request, key, park)
             else:
                 return
 
-    def _slot_would_hold(self, engine: ExecutionEngine, request: Request) -> bool:
+    async def _wait_for_room(self, request: Request, key: str, park: bool) -> None:
+        """Wait until a request leaves the slot *key*, or a while in any case
+        (a request on its way to the slot that a later middleware replaced
+        never arrives nor leaves)."""
+        from twisted.internet import reactor
+
+        room: Deferred[None] = Deferred()
+        self._rooms.setdefault(key, []).append(room)
+        room.addTimeout(self.ROOM_RECHECK_SECONDS, reactor, onTimeoutCancel=_look_again)
+        try:
+            await self._parking.wait(request, room, park=park)
+        finally:
+            waiting = self._rooms.get(key, [])
+            if room in waiting:
+                waiting.remove(room)
+                if not waiting:
+                    del self._rooms[key]
+
+    def _slot_would_hold(self, engine: ExecutionEngine, request: Request, key: str) -> bool:
         """Whether the slot of *request*, ready when its turn was reserved,
         would hold it now: another origin in it (another port of the host,
         a shared ``download_slot``) started meanwhile, or filled it."""
-        return _compat.slot_hold(engine, request) > 0 or self._slot_full(engine, request)
+        return _compat.slot_hold(engine, request) > 0 or self._slot_full(engine, request, key)
 
-    def _slot_full(self, engine: ExecutionEngine, request: Request) -> bool:
-        """Whether the slot of *request* is full, the claims of other paced
-        requests counted (those past their time are let go: a request that a
-        later middleware replaced never arrives nor comes back)."""
-        claims = self._claims.get(_compat.slot_key(engine, request), {})
+    def _slot_full(self, engine: ExecutionEngine, request: Request, key: str) -> bool:
+        """Whether the slot of *request* (*key*) is full, the claims of other
+        paced requests counted (those past their time are let go: a request
+        that a later middleware replaced never arrives nor comes back)."""
+        claims = self._claims.get(key, {})
         now = time.monotonic()
         for expired in [claimant for claimant, until in claims.items() if until <= now]:
             del claims[expired]
@@ -189,8 +193,8 @@ class CrawlDelays:
         middleware without reaching it, or gave its turn up: its claim
         ends, and requests waiting for room there look again."""
         engine = self._crawler.engine
-        if engine is None:
-            return
+        if engine is None or not (self._claims or self._rooms):
+            return  # nothing paced waits: every response of the crawl comes here
         key = _compat.slot_key(engine, request)
         claims = self._claims.get(key)
         if claims is not None:
