@@ -249,6 +249,7 @@ class _Split(NamedTuple):
     looked_up_rank: int  # the highest rank of a looked-up pattern, _NO_RANK when none
     literals: tuple[str, ...]
     rules: tuple[tuple[int, tuple[str, ...], bool, int], ...]
+    text: str  # the wildcard text: its key in _SPLIT
 
 
 _SPLIT: dict[str, _Split] = {}
@@ -305,6 +306,7 @@ def _split(wildcards: str) -> _Split:
         max(map(_FIRST, chain(prefixes.values(), paths.values())), default=_NO_RANK),
         tuple(map(_LAST, map(_PIECES, rules))),
         rules,
+        wildcards,
     )
     with _SPLIT_LOCK:
         if wildcards not in _SPLIT:
@@ -409,7 +411,12 @@ class RuleSet:
                 # Longest first, and Allow before Disallow of the same length
                 # (RFC 9309 §2.2.2), each pattern once; a check finds them
                 # split in _SPLIT.
-                self._wildcards = "\n".join(sorted(sorted(wildcards, reverse=True), key=len, reverse=True))
+                text = "\n".join(sorted(sorted(wildcards, reverse=True), key=len, reverse=True))
+                # The text already split, when it is: one copy for every rule
+                # set holding it (sites copy each other's rules), found in
+                # _SPLIT without comparing it character by character.
+                known = _SPLIT.get(text)
+                self._wildcards = text if known is None else known.text
         # Bytes when every length fits one: a fifth of a tuple's size.
         ordered = sorted(set(map(len, patterns)), reverse=True)
         if not ordered or ordered[0] < 256:
@@ -472,7 +479,7 @@ class RuleSet:
         wildcards = self._wildcards
         if not wildcards:
             return best
-        _, prefixes, lengths, paths, looked_up_rank, literals, split = _SPLIT.get(wildcards) or _split(wildcards)
+        _, prefixes, lengths, paths, looked_up_rank, literals, split, _ = _SPLIT.get(wildcards) or _split(wildcards)
         best_rank = 2 * best_length + (best is not None and best[0])
         # Of two wildcard patterns of one rank, the first in the text wins;
         # a plain one beats both (offset -1).

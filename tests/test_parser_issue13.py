@@ -376,6 +376,14 @@ def test_split_wildcards_stay_within_their_byte_budget(monkeypatch):
     assert _ruleset._split_bytes == sum(split.size for split in _ruleset._SPLIT.values())
 
 
+def test_sites_with_the_same_wildcard_rules_hold_one_copy_of_them():
+    body = b"User-agent: *\nDisallow: /*.shared-pdf$\nAllow: /*/shared-open/*\nDisallow: /plain\n"
+    first, second = RobotsTxt.parse(body), RobotsTxt.parse(body)
+    assert not first.allowed("/a/b.shared-pdf", WEB)
+    assert second.allowed("/a/shared-open/b.shared-pdf", WEB) and not second.allowed("/plain/x", WEB)
+    assert first.group_for(WEB)._wildcards is second.group_for(WEB)._wildcards
+
+
 @pytest.mark.parametrize("groups", [2, 8, 40])
 def test_footprint_is_within_twice_what_tracemalloc_measures(groups):
     body = _corpus_like(groups)
