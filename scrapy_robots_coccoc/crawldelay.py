@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from datetime import time as clock
 from itertools import count
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
@@ -81,7 +82,12 @@ class CrawlDelays:
         self._claims: dict[str, dict[Request, float]] = {}
         # Downloader slot key -> what requests waiting for room in it wait for.
         self._rooms: dict[str, list[Deferred[None]]] = {}
+        # Requests released at their turn -> the slot key they were paced in,
+        # until they reach the downloader.
+        self._released: WeakKeyDictionary[Request, str] = WeakKeyDictionary()
+        self._moved_logged = False
         crawler.signals.connect(self.left, signal=signals.request_left_downloader)
+        crawler.signals.connect(self._reached, signal=signals.request_reached_downloader)
 
     def delay_for(self, robots: RobotsTxt, agent: str) -> tuple[float, float]:
         """The delay *robots* asks of *agent* (Crawl-delay or the period of
@@ -130,6 +136,7 @@ class CrawlDelays:
                 # Scrapy puts it in the slot a little later: it keeps its
                 # claim until then (or until it comes back without).
                 self._claims.setdefault(key, {})[request] = time.monotonic() + self.ON_THE_WAY_SECONDS
+                self._released[request] = key
                 return
             # Woken too late (a parked request comes back only when the
             # downloader has room, a stalled reactor, a slow store), or the
@@ -187,6 +194,33 @@ class CrawlDelays:
         for expired in [claimant for claimant, until in claims.items() if until <= now]:
             del claims[expired]
         return _compat.slot_full(engine, request, (claimant for claimant in claims if claimant is not request))
+
+    def _reached(self, request: Request, spider: object = None) -> None:
+        """Count (and log once) a paced request that reached another
+        downloader slot than the one it was paced in: a downloader middleware
+        ordered after ours moved it, and pacing cannot see that slot."""
+        if not self._released:
+            return  # nothing paced is on its way: every request of the crawl comes here
+        paced = self._released.pop(request, None)
+        engine = self._crawler.engine
+        if paced is None or engine is None:
+            return
+        final = _compat.slot_key(engine, request)
+        if final == paced:
+            return
+        self._crawler.stats.inc_value("robotstxt/crawl_delay/slot_moved")
+        if not self._moved_logged:
+            self._moved_logged = True
+            logger.warning(
+                "%s was paced in downloader slot %r, and a downloader middleware ordered after ours moved it"
+                " to slot %r: where that slot is busy, paced requests may start less than their Crawl-delay"
+                " apart. Set download_slot in the request or in a middleware ordered before ours. Counted in"
+                " robotstxt/crawl_delay/slot_moved, not logged again.",
+                request,
+                paced,
+                final,
+                extra={"spider": self._crawler.spider},
+            )
 
     def left(self, request: Request, spider: object = None) -> None:
         """*request* left its slot (its transfer ended), came back to the

@@ -9,7 +9,7 @@ import pytest_twisted
 
 from scrapy_robots_coccoc.crawldelay import CrawlDelays
 
-from .crawling import crawl, stat
+from .crawling import SETTINGS, crawl, stat
 from .sites import LoopbackSite, Page, robots
 
 PAGES = [f"/p{i}" for i in range(4)]
@@ -90,6 +90,29 @@ async def test_requests_with_their_own_download_slot_get_the_delay_of_their_orig
     crawler = await crawl({"DOWNLOAD_DELAY_JITTER": 0}, urls=urls, follow=False, meta={"download_slot": "custom"})
     assert len(crawler.spider.crawled) == 3
     assert min(site.gaps()) >= 0.45
+    assert not stat(crawler, "robotstxt/crawl_delay/slot_moved")
+
+
+class SlotMovingMiddleware:
+    """Moves every request into one slot, after our middleware (as some
+    proxy middlewares do)."""
+
+    def process_request(self, request, spider=None):
+        request.meta["download_slot"] = "moved"
+
+
+@pytest_twisted.ensureDeferred
+async def test_requests_moved_to_another_slot_after_pacing_are_counted_and_logged_once(sites, caplog):
+    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.2\n"))
+    middlewares = {**SETTINGS["DOWNLOADER_MIDDLEWARES"], f"{__name__}.SlotMovingMiddleware": 543}
+    settings = {"DOWNLOADER_MIDDLEWARES": middlewares, "DOWNLOAD_DELAY_JITTER": 0}
+    with caplog.at_level(logging.WARNING):
+        crawler = await crawl(settings, urls=[site.url(p) for p in PAGES[:3]], follow=False)
+    assert len(crawler.spider.crawled) == 3
+    assert stat(crawler, "robotstxt/crawl_delay/slot_moved") == 3
+    moved = [r.getMessage() for r in caplog.records if "moved it to slot 'moved'" in r.getMessage()]
+    assert len(moved) == 1, moved
+    assert "in downloader slot '127.0.0." in moved[0]
 
 
 @pytest_twisted.ensureDeferred
