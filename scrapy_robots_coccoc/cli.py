@@ -130,14 +130,20 @@ def read_by(stream: HTTPResponse, deadline: float) -> bytes:
             # Silent midway: no answer, as DOWNLOAD_TIMEOUT is for the middleware.
             raise Unreadable(f"robots.txt stopped arriving for {FETCH_TIMEOUT} s") from exc
         except (HTTPException, OSError):
-            # Broken off mid-body: as for the middleware, the complete lines count.
-            received = b"".join(chunks)
-            return received[: received.rfind(b"\n") + 1]
+            return complete_lines(chunks)
         if not chunk:
-            break
+            # Closed before the Content-Length announced (read1 gives b""
+            # where read would raise IncompleteRead): broken off too.
+            return complete_lines(chunks) if stream.length else b"".join(chunks)
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
+
+
+def complete_lines(chunks: list[bytes]) -> bytes:
+    """A body broken off mid-way: as for the middleware, its complete lines count."""
+    received = b"".join(chunks)
+    return received[: received.rfind(b"\n") + 1]
 
 
 def describe(source: str, body: bytes, agent: str) -> str:

@@ -173,6 +173,8 @@ async def test_an_answer_that_is_not_http_breaks_off_or_never_ends_is_exit_3_wit
     port = reactor.listenTCP(0, protocol.Factory.forProtocol(NotHttp), interface="127.0.0.9")
     (site,) = sites(HostileSite())
     site.handlers["/broken/robots.txt"] = broken_after(b"User-agent: *\nDisallow: /cats\n", "abort", after=0.5)
+    # Closed early under a larger Content-Length: the cut last line is dropped.
+    site.handlers["/short/robots.txt"] = broken_after(b"User-agent: *\nDisallow: /x\nDisallow: /cats", "short")
     site.handlers["/drip/robots.txt"] = dripping(b"# more\n", 0.2)
     site.handlers["/stalled/robots.txt"] = stalled(b"User-agent: *\nAllow: /\n")
     # As the middleware: a 203 is not a 200, its body gives no rules.
@@ -193,6 +195,8 @@ async def test_an_answer_that_is_not_http_breaks_off_or_never_ends_is_exit_3_wit
             assert "Traceback" not in err, err
         out, err, code = await check(site.url("/broken/robots.txt"))
         assert code == 1 and "Disallow: /cats (line 2)" in out, (out, err)  # the complete lines count
+        out, err, code = await check(site.url("/short/robots.txt"))
+        assert code == 0 and "/cats/x  [group '*'; no rule]" in out, (out, err)
         out, err, code = await check(site.url("/203/robots.txt"))
         assert code == 0 and "HTTP 203: everything allowed" in out, (out, err)
     finally:
