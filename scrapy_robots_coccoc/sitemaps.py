@@ -12,9 +12,9 @@ from urllib.parse import urljoin, urlsplit
 
 from scrapy import Request
 from scrapy.spiders import SitemapSpider
-from scrapy.utils.sitemap import sitemap_urls_from_robots
 
 from ._compat import sitemap_callbacks, sitemap_parser
+from ._robotstxt import RobotsTxt
 from .exceptions import RobotsTxtOnly
 from .origins import origin_of, robots_url
 from .signals import robotstxt_sitemaps_found
@@ -120,9 +120,8 @@ class RobotsSitemapMixin(_MixinBase):
 
     def _robots_seeded(self, response: Response, origin: str) -> None:
         """Without our middleware, the seed request downloads robots.txt
-        itself: take its sitemaps from the body."""
-        text = response.body.decode("utf-8", "replace")  # Scrapy 2.13 takes str only
-        self._take_sitemaps(origin, sitemap_urls_from_robots(text, base_url=response.url))
+        itself: take its sitemaps from the body, read as our middleware reads them."""
+        self._take_sitemaps(origin, RobotsTxt.parse(response.body).sitemaps, response.url)
 
     def _robots_seed_failed(self, failure: Failure) -> None:
         """Our middleware ends a seed request with ``RobotsTxtOnly`` once the

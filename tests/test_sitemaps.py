@@ -221,6 +221,7 @@ async def test_a_sitemap_declined_for_one_origin_is_still_crawled_for_the_next(s
     assert stat(crawler, "robotstxt/sitemaps/found") == scheduled + 1
 
 
+@pytest.mark.filterwarnings("error::scrapy.exceptions.ScrapyDeprecationWarning")
 @pytest_twisted.ensureDeferred
 async def test_without_our_middleware_the_seed_request_reads_robotstxt_itself(sites):
     site, other = sites(LoopbackSite(), LoopbackSite())
