@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, TypeVar
+from weakref import WeakSet
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
@@ -55,6 +56,10 @@ class Parking:
         # the parked ones among them count against the bound.
         self._waiting: dict[Request, Deferred[Any]] = {}
         self._parked: set[Request] = set()
+        # Every request parked so far, for robotstxt/parked: a request waiting
+        # for robots.txt, then for room in its slot and for its turn, parks
+        # several times.
+        self._counted: WeakSet[Request] = WeakSet()
         # Parked requests still in the active set until the next reactor
         # turn (see _leave_soon).
         self._leaving: set[Request] = set()
@@ -85,7 +90,9 @@ class Parking:
             deferred.cancel()
         elif parks:
             self._parked.add(request)
-            self._crawler.stats.inc_value("robotstxt/parked")
+            if request not in self._counted:
+                self._counted.add(request)
+                self._crawler.stats.inc_value("robotstxt/parked")
             self._leave_soon(request)
         if not self._watch.running:
             self._watch.start(self.WATCH_SECONDS, now=False)

@@ -254,6 +254,8 @@ async def test_pages_slower_than_the_delay_one_at_a_time_lose_no_turns(sites):
     gaps = site.gaps()
     assert min(gaps) >= 0.285 and sum(gaps) / len(gaps) < 0.5, gaps  # a page every 0.4 s, not 0.63
     assert not stat(crawler, "robotstxt/crawl_delay/late_turns")
+    # Requests, not waits: each waited for room and for its turn, some several times.
+    assert 0 < stat(crawler, "robotstxt/parked") <= 8
 
 
 @pytest_twisted.ensureDeferred
