@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import random
 import re
 import statistics
 import time
@@ -25,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import corpus
 from protego import Protego
 from robotstxt import RobotsMatcher
 
@@ -46,35 +46,10 @@ DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "ro
 Corpus = list[tuple[bytes, list[str]]]
 
 
-def generated_corpus(count: int = 400) -> list[tuple[str, bytes]]:
-    """Robots.txt files shaped like real ones, for a clone without the corpus."""
-    rng = random.Random(13)
-    words = ["admin", "search", "cart", "images", "wp-admin", "tmp", "private", "api", "checkout", "login"]
-    agents = ["Googlebot", "Bingbot", "coccocbot", "coccocbot-web", "AhrefsBot", "MJ12bot", "Yandex", "*"]
-    files = []
-    for index in range(count):
-        lines = ["# generated"]
-        for agent in rng.sample(agents, rng.randint(1, 4)):
-            lines.append(f"User-agent: {agent}")
-            for _ in range(rng.randint(1, 25)):
-                path = "/" + "/".join(rng.sample(words, rng.randint(1, 3)))
-                if rng.random() < 0.2:
-                    path = "/*" + path + rng.choice(["", "$", "?*"])
-                lines.append(f"{rng.choice(['Disallow', 'Disallow', 'Allow'])}: {path}")
-            if rng.random() < 0.2:
-                lines.append(f"Crawl-delay: {rng.randint(1, 10)}")
-            lines.append("")
-        lines.append(f"Sitemap: https://site{index}.example/sitemap.xml")
-        files.append((f"site{index}.example", "\n".join(lines).encode()))
-    return files
-
-
 def load_corpus(folder: Path) -> Corpus:
-    if folder.is_dir():
-        named = [(path.name, path.read_bytes()) for path in sorted(folder.iterdir()) if path.is_file()]
-    else:
+    if not folder.is_dir():
         print(f"{folder} not found: using a generated corpus")
-        named = generated_corpus()
+    named = corpus.load(folder if folder.is_dir() else None)
     return [(body, [f"https://{name}{p}" for p in PATHS]) for name, body in named]
 
 
