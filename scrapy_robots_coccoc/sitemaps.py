@@ -15,8 +15,9 @@ from scrapy.spiders import SitemapSpider
 
 from ._compat import sitemap_callbacks, sitemap_parser
 from ._robotstxt import RobotsTxt
+from .coordinator import listed_sitemaps
 from .exceptions import RobotsTxtOnly
-from .origins import origin_of, robots_url
+from .origins import origin_of
 from .signals import robotstxt_sitemaps_found
 
 if TYPE_CHECKING:
@@ -58,12 +59,16 @@ class RobotsSitemapMixin(_MixinBase):
 
     # Sitemap URLs scheduled (or requested through sitemap_urls): never again.
     _robots_sitemaps_seen: set[str]
-    # (origin, sitemap URL) pairs declined (out of scope, over the cap, not
-    # http(s)): a refresh of that robots.txt does not count them again, while
-    # another origin listing the same URL may still get it crawled.
-    # Bounded (oldest forgotten first): a forgotten pair is only counted again.
-    _robots_sitemaps_declined: dict[tuple[str, str], None]
+    # Hashes of (origin, sitemap URL) pairs declined (out of scope, over the
+    # cap, not http(s)): a refresh of that robots.txt does not count them
+    # again, while another origin listing the same URL may still get it
+    # crawled. Hashes, not URLs, however long a site makes them; bounded
+    # (oldest forgotten first): a forgotten pair is only counted again.
+    _robots_sitemaps_declined: dict[int, None]
     _robots_sitemaps_per_origin: Counter[str]  # sitemaps scheduled per robots.txt
+    # Sitemap requests are scheduled with engine.crawl, which no spider
+    # middleware sees: UrlLengthMiddleware's limit is applied here.
+    _robots_url_limit: int
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -81,6 +86,7 @@ class RobotsSitemapMixin(_MixinBase):
         spider._robots_sitemaps_seen = set()
         spider._robots_sitemaps_declined = {}
         spider._robots_sitemaps_per_origin = Counter()
+        spider._robots_url_limit = crawler.settings.getint("URLLENGTH_LIMIT")
         crawler.signals.connect(spider.robots_sitemaps_found, signal=robotstxt_sitemaps_found)
         return spider
 
@@ -121,7 +127,7 @@ class RobotsSitemapMixin(_MixinBase):
     def _robots_seeded(self, response: Response, origin: str) -> None:
         """Without our middleware, the seed request downloads robots.txt
         itself: take its sitemaps from the body, read as our middleware reads them."""
-        self._take_sitemaps(origin, RobotsTxt.parse(response.body).sitemaps, response.url)
+        self._take_sitemaps(origin, listed_sitemaps(response.url, RobotsTxt.parse(response.body).sitemaps))
 
     def _robots_seed_failed(self, failure: Failure) -> None:
         """Our middleware ends a seed request with ``RobotsTxtOnly`` once the
@@ -142,48 +148,64 @@ class RobotsSitemapMixin(_MixinBase):
         return None
 
     def robots_sitemaps_found(self, origin: str, sitemaps: list[str], **kwargs: Any) -> None:
-        """Schedule the sitemaps of one robots.txt that are new, in scope and
-        under the per-site cap; relative URLs are resolved against that
-        robots.txt."""
-        self._take_sitemaps(origin, sitemaps, robots_url(origin))
+        """Schedule the sitemaps of one robots.txt (absolute URLs) that are
+        new, in scope and under the per-site cap."""
+        self._take_sitemaps(origin, sitemaps)
 
-    def _take_sitemaps(self, origin: str, sitemaps: Iterable[str], base_url: str | None = None) -> None:
-        stats = self.crawler.stats
-        site = urlsplit(origin).hostname or ""
-        for listed in sitemaps:
-            try:
-                url = urljoin(base_url, listed) if base_url else listed
-                host = urlsplit(url).hostname or ""
-            except ValueError:  # e.g. an unclosed IPv6 bracket
-                url, host = listed, ""
-            if url in self._robots_sitemaps_seen or (origin, url) in self._robots_sitemaps_declined:
+    def _take_sitemaps(self, origin: str, sitemaps: Iterable[str]) -> None:
+        """Schedule what may be of *sitemaps* (absolute URLs): cheap checks
+        per URL, none past the per-site cap, a request only for those
+        scheduled, one log line per robots.txt: a list may hold a thousand."""
+        site = _idna(urlsplit(origin).hostname or "")
+        taken = self._robots_sitemaps_per_origin
+        counts: Counter[str] = Counter()
+        for url in sitemaps:
+            key = hash((origin, url))
+            if url in self._robots_sitemaps_seen or key in self._robots_sitemaps_declined:
                 continue
-            stats.inc_value("robotstxt/sitemaps/found")
-            request = _request(url, sitemap_parser(self)) if url.startswith(("http://", "https://")) and host else None
-            if request is None:
-                declined = "invalid"
-            elif not self._in_scope(site, host):
-                declined = "out_of_scope"
-            elif self._robots_sitemaps_per_origin[origin] >= self.robots_sitemap_max_per_site:
-                declined = "over_limit"
-            else:
+            counts["found"] += 1
+            reason = "over_limit" if taken[origin] >= self.robots_sitemap_max_per_site else self._declined(site, url)
+            request = None if reason else _request(url, sitemap_parser(self))
+            if request is not None:
                 self._robots_sitemaps_seen.add(url)
-                self._robots_sitemaps_per_origin[origin] += 1
-                stats.inc_value("robotstxt/sitemaps/scheduled")
+                taken[origin] += 1
+                counts["scheduled"] += 1
                 self.crawler.engine.crawl(request)
                 continue
-            self._robots_sitemaps_declined[origin, url] = None
+            self._robots_sitemaps_declined[key] = None
             if len(self._robots_sitemaps_declined) > MAX_DECLINED:
                 del self._robots_sitemaps_declined[next(iter(self._robots_sitemaps_declined))]
-            stats.inc_value(f"robotstxt/sitemaps/{declined}")
-            logger.debug("Sitemap %s of %s not taken: %s", listed, origin, declined, extra={"spider": self})
+            counts[reason or "invalid"] += 1
+        for name, count in counts.items():
+            self.crawler.stats.inc_value(f"robotstxt/sitemaps/{name}", count)
+        declined = {name: count for name, count in counts.items() if name not in ("found", "scheduled")}
+        if declined:
+            logger.debug(
+                "Sitemaps of %s not taken: %s",
+                origin,
+                ", ".join(f"{count} {reason}" for reason, count in declined.items()),
+                extra={"spider": self},
+            )
+
+    def _declined(self, site: str, url: str) -> str | None:
+        """Why *url* is not taken from the robots.txt of *site*, None when it may be."""
+        try:
+            parts = urlsplit(url)
+            host = _idna(parts.hostname or "")
+        except ValueError:  # an unclosed IPv6 bracket, a bad port, a host IDNA refuses
+            return "invalid"
+        if parts.scheme not in ("http", "https") or not host or parts.username is not None:
+            return "invalid"
+        if 0 < self._robots_url_limit < len(url):
+            return "invalid"
+        return None if self._in_scope(site, host) else "out_of_scope"
 
     def _in_scope(self, site: str, host: str) -> bool:
         if self.robots_sitemap_scope == "any":
             return True
         if self.robots_sitemap_scope == "allowed_domains":
             domains = getattr(self, "allowed_domains", None) or [site]
-            return any(within(host, domain) for domain in domains)
+            return any(within(host, _idna(domain)) for domain in domains)
         return within(host, site) or within(site, host)
 
 
@@ -200,6 +222,26 @@ def _request(url: str, callback: Callable[..., Any]) -> Request | None:
 
 def within(host: str, domain: str) -> bool:
     """Whether ``host`` is ``domain`` or one of its subdomains, ignoring a
-    leading ``www.`` on the domain."""
+    leading ``www.`` on the domain; an IP address has no subdomains (the
+    ``127.0.1`` of ``127.127.0.1`` is another host)."""
     host, domain = host.lower(), domain.lower().removeprefix("www.")
-    return host == domain or host.endswith("." + domain)
+    return host == domain or (host.endswith("." + domain) and not _is_address(host))
+
+
+def _is_address(host: str) -> bool:
+    """Whether *host* is an IP address in any form a resolver takes
+    (``127.0.1``, ``0x7f.1``, ``2130706433``, IPv6): no top-level domain is numeric."""
+    last = host.rstrip(".").rsplit(".", 1)[-1]
+    return ":" in host or last.isdigit() or last.startswith("0x")
+
+
+def _idna(host: str) -> str:
+    """*host* as a URL of the site names it (``cửa-hàng.vn`` is
+    ``xn--cửa-hàng-…``): Scrapy requests it so. Raises ValueError for a
+    name IDNA refuses."""
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError as exc:
+        raise ValueError(f"invalid host name {host!r}") from exc

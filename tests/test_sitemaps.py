@@ -11,7 +11,7 @@ import pytest
 import pytest_twisted
 from scrapy.spiders import SitemapSpider
 
-from scrapy_robots_coccoc import RobotsSitemapMixin
+from scrapy_robots_coccoc import RobotsSitemapMixin, RobotsTxt
 
 from .crawling import crawl, stat
 from .sites import LoopbackSite, Page, robots
@@ -302,3 +302,56 @@ async def test_scrapy_redis_workers_share_the_sitemaps_they_requested(sites, red
     assert stat(second, "robotstxt/sitemaps/scheduled") == 1
     assert second.spider.products == []
     assert site.paths().count("/sitemap_index.xml") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_hostile_sitemap_urls_are_declined_not_requested(sites):
+    (site,) = sites(LoopbackSite())
+    host, port = site.address.removeprefix("http://").rsplit(":", 1)
+    parent = host.split(".", 1)[1]  # "0.0.2" of "127.0.0.2": no parent domain of an IP address
+    site.pages["/robots.txt"] = robots(
+        f"Sitemap: http://{parent}:{port}/secret.xml\n"
+        f"Sitemap: http://user:secret@{host}:{port}/credentials.xml\n"  # Scrapy logs an ERROR for it
+        f"Sitemap: {site.url('/' + 'a' * 3000 + '.xml')}\n"  # over URLLENGTH_LIMIT, as a start URL would be
+        f"Sitemap: {site.url('/ok.xml')}\n"
+    )
+    site.pages["/ok.xml"] = xml(urlset(site, ["/products/1"]))
+    crawler = await crawl(spider=ProductSpider, robots_sitemap_origins=[site.address])
+    assert crawler.spider.products == [site.url("/products/1")]
+    assert sorted(site.paths()) == ["/ok.xml", "/products/1", "/robots.txt"]
+    assert stat(crawler, "robotstxt/sitemaps/out_of_scope") == 1
+    assert stat(crawler, "robotstxt/sitemaps/invalid") == 2
+    assert stat(crawler, "log_count/ERROR") is None
+
+
+def test_scope_compares_host_names_as_requested():
+    from scrapy_robots_coccoc.sitemaps import _idna, within
+
+    # A site's robots.txt may write its own name in Unicode; Scrapy requests it in IDNA form.
+    assert _idna("cửa-hàng.vn") == "xn--ca-hng-lta4562d.vn"
+    assert within(_idna("www.cửa-hàng.vn"), _idna("cửa-hàng.vn"))
+    assert not within("127.0.1", "0.1") and not within("10.0.0.1", "0.0.1")
+    assert within("shop.example.com", "example.com") and within("example.com", "www.example.com")
+    with pytest.raises(ValueError):
+        _idna("a" * 64 + "ữ.vn")  # a label IDNA refuses
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_robotstxt_of_thousands_of_sitemaps_does_not_stall_the_crawl(sites, caplog):
+    from .redis_worker import LagProbe
+
+    (site,) = sites(LoopbackSite())
+    listed = [f"Sitemap:/s{i}\n" for i in range(40_000)]  # 500 KiB of them
+    site.pages["/robots.txt"] = robots("".join(listed))
+    probe = LagProbe().start()
+    with caplog.at_level(logging.DEBUG, logger="scrapy_robots_coccoc"):
+        crawler = await crawl(spider=ProductSpider, robots_sitemap_origins=[site.address])
+    worst = probe.stop()
+    assert worst < 0.3, f"the reactor stalled for {worst:.2f} s"  # 1.5 s when all 32,694 were handed over
+    handed = 1000
+    total = len(RobotsTxt.parse(site.pages["/robots.txt"].body).sitemaps)  # what the 500 KiB cut leaves
+    assert stat(crawler, "robotstxt/sitemaps/not_handed_over") == total - handed
+    assert stat(crawler, "robotstxt/sitemaps/scheduled") == 50
+    assert stat(crawler, "robotstxt/sitemaps/over_limit") == handed - 50
+    declined = [r for r in caplog.records if "not taken" in r.getMessage()]
+    assert len(declined) == 1 and "950 over_limit" in declined[0].getMessage()
