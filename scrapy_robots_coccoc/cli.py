@@ -8,9 +8,10 @@ Exit codes: 0 every URL allowed, 1 some URL disallowed, 2 bad arguments,
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
-import time
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -19,7 +20,8 @@ from typing import IO, TextIO
 from urllib.parse import urlsplit
 
 from . import __version__
-from ._robotstxt import MAX_BYTES, RobotsTxt
+from ._content import MAX_DOWNLOAD_BYTES, complete_lines, decoded, encodings_of
+from ._robotstxt import MAX_BYTES, Decision, RobotsTxt
 from ._useragent import robot_name
 
 EXIT_ALLOWED, EXIT_DISALLOWED, EXIT_USAGE, EXIT_UNREADABLE = 0, 1, 2, 3
@@ -30,6 +32,8 @@ HTTP_SCHEMES = ("http://", "https://")
 _UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")
 # A URL's scheme: two characters at least, so that C:\robots.txt stays a file.
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]+:", re.IGNORECASE)
+# What a terminal may take for a command (cursor moves, a new title).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class Unreadable(Exception):
@@ -83,8 +87,9 @@ class FiveRedirects(urllib.request.HTTPRedirectHandler):
 
 
 def requestable(url: str) -> bool:
-    """Whether *url* is an http(s) URL with a host and a valid port, and
-    nothing a request line cannot carry (white space, control characters)."""
+    """Whether *url* is an http(s) URL with a host and a valid port, no
+    user name (the middleware does not follow a redirect to one either),
+    and nothing a request line cannot carry (white space, control characters)."""
     if not url.lower().startswith(HTTP_SCHEMES) or _UNSENDABLE.search(url):
         return False
     try:
@@ -92,21 +97,53 @@ def requestable(url: str) -> bool:
         port = parts.port  # ValueError for a port out of range
     except ValueError:
         return False
-    return bool(parts.hostname) and port != 0
+    return bool(parts.hostname) and port != 0 and parts.username is None
 
 
 def fetch(url: str) -> tuple[bytes, str]:
     """GET a robots.txt as the middleware reads it: 200 gives rules, any
-    other answer gives unrestricted access, no answer (or none in
-    ``FETCH_TIMEOUT`` seconds, or not HTTP) is an error."""
-    deadline = time.monotonic() + FETCH_TIMEOUT
+    other answer gives unrestricted access, no answer (or none within
+    ``FETCH_TIMEOUT`` seconds in all, however slowly the site sends its
+    headers or body, or not HTTP) is an error."""
+    outcome: list[tuple[bytes, str] | Unreadable] = []
+
+    def run() -> None:
+        try:
+            outcome.append(_get(url))
+        except Unreadable as exc:
+            outcome.append(exc)
+
+    # One bound over the whole fetch (redirects, headers, body): a timeout
+    # bounds each socket read only. A thread left behind ends with the process.
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(FETCH_TIMEOUT)
+    if not outcome:
+        raise Unreadable(f"robots.txt did not arrive within {FETCH_TIMEOUT} s")
+    if isinstance(outcome[0], Unreadable):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _get(url: str) -> tuple[bytes, str]:
     opener = urllib.request.build_opener(FiveRedirects)
     try:
         request = urllib.request.Request(url, headers={"User-Agent": f"{DEFAULT_AGENT} (robots.txt checker)"})
         with opener.open(request, timeout=FETCH_TIMEOUT) as response:
             if response.status != 200:
                 return b"", f"{response.url} (HTTP {response.status}: everything allowed)"
-            return read_by(response, deadline), f"{response.url} (HTTP 200)"
+            # As the middleware: a body compressed although we did not ask
+            # for it is inflated no further than the parser reads.
+            headers = response.headers.get_all("Content-Encoding", [])
+            encodings = encodings_of(value.encode("latin-1") for value in headers)
+            body, broken = read_body(response, MAX_DOWNLOAD_BYTES if encodings else MAX_BYTES + 1)
+            text = decoded(body, encodings)
+            named = b", ".join(encodings)[:100].decode("latin-1")
+            if text is None:
+                return b"", f"{response.url} (HTTP 200, unreadable Content-Encoding {named!r}: everything allowed)"
+            # Broken off mid-way: as for the middleware, its complete lines count.
+            text = complete_lines(text, cut=True) if broken else text
+            return text, f"{response.url} (HTTP 200{', ' + named if named else ''})"
     except urllib.error.HTTPError as exc:
         return b"", f"{url} (HTTP {exc.code}: everything allowed)"
     except (urllib.error.URLError, OSError, HTTPException, ValueError) as exc:
@@ -116,34 +153,26 @@ def fetch(url: str) -> tuple[bytes, str]:
         raise Unreadable(f"cannot fetch {url}: {reason!s:.200}") from exc
 
 
-def read_by(stream: HTTPResponse, deadline: float) -> bytes:
-    """:func:`read_bounded`, given up at *deadline* (a timeout bounds each
-    read, not a body that drips in a byte at a time)."""
+def read_body(stream: HTTPResponse, limit: int) -> tuple[bytes, bool]:
+    """At most *limit* bytes of the body, and whether it broke off before
+    its end."""
     chunks: list[bytes] = []
     size = 0
-    while size <= MAX_BYTES:
-        if time.monotonic() > deadline:
-            raise Unreadable(f"robots.txt did not arrive within {FETCH_TIMEOUT} s")
+    while size < limit:
         try:
-            chunk = stream.read1(MAX_BYTES + 1 - size)
+            chunk = stream.read1(limit - size)
         except TimeoutError as exc:
             # Silent midway: no answer, as DOWNLOAD_TIMEOUT is for the middleware.
             raise Unreadable(f"robots.txt stopped arriving for {FETCH_TIMEOUT} s") from exc
         except (HTTPException, OSError):
-            return complete_lines(chunks)
+            return b"".join(chunks), True
         if not chunk:
-            # Closed before the Content-Length announced (read1 gives b""
-            # where read would raise IncompleteRead): broken off too.
-            return complete_lines(chunks) if stream.length else b"".join(chunks)
+            # Closed before the Content-Length announced is broken off too:
+            # read1 gives b"" there, where read would raise IncompleteRead.
+            return b"".join(chunks), bool(stream.length)
         chunks.append(chunk)
         size += len(chunk)
-    return b"".join(chunks)
-
-
-def complete_lines(chunks: list[bytes]) -> bytes:
-    """A body broken off mid-way: as for the middleware, its complete lines count."""
-    received = b"".join(chunks)
-    return received[: received.rfind(b"\n") + 1]
+    return b"".join(chunks), False
 
 
 def describe(source: str, body: bytes, agent: str) -> str:
@@ -158,13 +187,9 @@ def describe(source: str, body: bytes, agent: str) -> str:
     return f"robots.txt: {source}, {size}; agent: {robot}"
 
 
-def report(robots: RobotsTxt, agent: str, urls: Sequence[str], out: TextIO) -> int:
+def report(robots: RobotsTxt, agent: str, decisions: Sequence[tuple[str, Decision]], out: TextIO) -> None:
     """Print each URL's decision, then the Crawl-delay and the sitemaps."""
-    code = EXIT_ALLOWED
-    for url in urls:
-        decision = robots.explain(url, agent)
-        if not decision.allowed:
-            code = EXIT_DISALLOWED
+    for url, decision in decisions:
         group = f"group {decision.agent!r}" if decision.agent else "no group"
         why = decision.rule or "no rule"
         print(f"{'allowed' if decision.allowed else 'disallowed':<10}  {url}  [{group}; {why}]", file=out)
@@ -172,8 +197,13 @@ def report(robots: RobotsTxt, agent: str, urls: Sequence[str], out: TextIO) -> i
     print(f"Crawl-delay: {'none' if delay is None else f'{delay:g} s'}", file=out)
     print(f"Sitemaps: {len(robots.sitemaps)}", file=out)
     for sitemap in robots.sitemaps:
-        print(f"  {sitemap}", file=out)
-    return code
+        print(f"  {printable(sitemap)}", file=out)
+
+
+def printable(text: str) -> str:
+    """*text* with control characters percent-encoded: a site's bytes must
+    not move the terminal's cursor over the report."""
+    return _CONTROL.sub(lambda found: f"%{ord(found[0]):02X}", text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -209,8 +239,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except Unreadable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    print(describe(source, body, args.agent), file=out)
-    return report(RobotsTxt.parse(body), args.agent, args.urls, out)
+    robots = RobotsTxt.parse(body)
+    decisions = [(url, robots.explain(url, args.agent)) for url in args.urls]
+    try:
+        print(describe(source, body, args.agent), file=out)
+        report(robots, args.agent, decisions, out)
+    except BrokenPipeError:
+        # The reader stopped reading (``| head -1``): the decisions still give
+        # the exit code, and the flush at exit must not fail again.
+        if out is sys.stdout:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_ALLOWED if all(decision.allowed for _, decision in decisions) else EXIT_DISALLOWED
 
 
 def run() -> None:

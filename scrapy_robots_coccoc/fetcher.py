@@ -23,8 +23,9 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.python import to_unicode
 
 from . import _compat, _settings
+from ._content import MAX_DOWNLOAD_BYTES, complete_lines
 from ._robotstxt import MAX_BYTES, RobotsTxt
-from .body import MAX_DOWNLOAD_BYTES, complete_lines, parsed
+from .body import parsed
 from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of, robots_url
 
 if TYPE_CHECKING:

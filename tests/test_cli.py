@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 import sys
 
 import pytest
 import pytest_twisted
+from twisted.internet import task
 from twisted.web.server import NOT_DONE_YET
 
 from scrapy_robots_coccoc import __version__
@@ -128,6 +130,10 @@ async def test_fetches_a_url_as_the_middleware_reads_it(sites):
     site.pages["/loop6/robots.txt"] = robots(ROBOTS)
     site.pages["/ftp/robots.txt"] = Page(status=301, headers={"Location": "ftp://127.0.0.1:9/robots.txt"})
     site.pages["/bad/robots.txt"] = Page(status=301, headers={"Location": "http://exa mple.com:99999/robots.txt"})
+    site.pages["/user/robots.txt"] = Page(status=301, headers={"Location": "http://u:p@127.0.0.1:9/robots.txt"})
+    # Compressed although we did not ask: inflated, as the middleware does.
+    site.pages["/gzip/robots.txt"] = Page(gzip.compress(ROBOTS.encode()), headers={"Content-Encoding": "gzip"})
+    site.pages["/odd/robots.txt"] = Page(ROBOTS.encode(), headers={"Content-Encoding": "x-odd"})
 
     async def check(path: str) -> tuple[str, int]:
         args = ["-m", "scrapy_robots_coccoc", site.url(path), "/cats/x"]
@@ -144,6 +150,12 @@ async def test_fetches_a_url_as_the_middleware_reads_it(sites):
     assert code == 0 and "HTTP 301: everything allowed" in out
     out, code = await check("/bad/robots.txt")  # nor one to a URL that cannot be requested
     assert code == 0 and "HTTP 301: everything allowed" in out
+    out, code = await check("/user/robots.txt")  # nor one to a URL with a user name
+    assert code == 0 and "HTTP 301: everything allowed" in out
+    out, code = await check("/gzip/robots.txt")
+    assert code == 1 and "(HTTP 200, gzip)" in out and "Disallow: /cats (line 5)" in out, out
+    out, code = await check("/odd/robots.txt")
+    assert code == 0 and "unreadable Content-Encoding 'x-odd': everything allowed" in out, out
 
 
 def stalled(head: bytes):
@@ -170,7 +182,19 @@ async def test_an_answer_that_is_not_http_breaks_off_or_never_ends_is_exit_3_wit
             self.transport.write(b"garbage\r\n\r\n")
             self.transport.loseConnection()
 
+    class SlowHeaders(protocol.Protocol):
+        """A status line, then a header a byte at a time: each read is quick."""
+
+        def connectionMade(self):
+            self.transport.write(b"HTTP/1.1 200 OK\r\n")
+            self.drip = task.LoopingCall(self.transport.write, b"X")
+            self.drip.start(0.1)
+
+        def connectionLost(self, reason):
+            self.drip.stop()
+
     port = reactor.listenTCP(0, protocol.Factory.forProtocol(NotHttp), interface="127.0.0.9")
+    slow = reactor.listenTCP(0, protocol.Factory.forProtocol(SlowHeaders), interface="127.0.0.9")
     (site,) = sites(HostileSite())
     site.handlers["/broken/robots.txt"] = broken_after(b"User-agent: *\nDisallow: /cats\n", "abort", after=0.5)
     # Closed early under a larger Content-Length: the cut last line is dropped.
@@ -188,7 +212,9 @@ async def test_an_answer_that_is_not_http_breaks_off_or_never_ends_is_exit_3_wit
 
     try:
         not_http = f"http://127.0.0.9:{port.getHost().port}/robots.txt"
-        for url in (not_http, site.url("/drip/robots.txt"), site.url("/stalled/robots.txt"), "http://[::1/x"):
+        slow_headers = f"http://127.0.0.9:{slow.getHost().port}/robots.txt"
+        urls = (not_http, slow_headers, site.url("/drip/robots.txt"), site.url("/stalled/robots.txt"), "http://[::1/x")
+        for url in urls:
             out, err, code = await check(url)
             reasons = (f"error: cannot fetch {url}", "robots.txt did not arrive", "robots.txt stopped arriving")
             assert code == 3 and any(reason in err for reason in reasons), err
@@ -201,3 +227,20 @@ async def test_an_answer_that_is_not_http_breaks_off_or_never_ends_is_exit_3_wit
         assert code == 0 and "HTTP 203: everything allowed" in out, (out, err)
     finally:
         await port.stopListening()
+        await slow.stopListening()
+
+
+def test_sitemaps_cannot_drive_the_terminal(tmp_path):
+    path = tmp_path / "robots.txt"
+    path.write_bytes(b"Sitemap: https://a.example/\x1b[1A\x1b[2Kallowed /private\x07\nDisallow: /private\n")
+    result = run(str(path), "/private")
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "  https://a.example/%1B[1A%1B[2Kallowed /private%07\n" in result.stdout, result.stdout
+
+
+def test_a_reader_that_stops_reading_leaves_the_exit_code_to_the_decisions(robots_file):
+    paths = [f"/dogs/{i}" for i in range(5000)]  # more output than a pipe holds
+    command = [sys.executable, "-m", "scrapy_robots_coccoc", robots_file, *paths, "-a", "coccocbot"]
+    script = '"$@" | head -1 > /dev/null; exit ${PIPESTATUS[0]}'
+    result = subprocess.run(["bash", "-c", script, "bash", *command], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr

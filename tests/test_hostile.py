@@ -33,8 +33,8 @@ from twisted.internet.defer import Deferred
 from twisted.web.server import NOT_DONE_YET, Site
 
 from scrapy_robots_coccoc import _compat
+from scrapy_robots_coccoc._content import inflate
 from scrapy_robots_coccoc._robotstxt import MAX_BYTES
-from scrapy_robots_coccoc.body import inflate
 from scrapy_robots_coccoc.exceptions import RobotsTxtFault, RobotsTxtForbidden
 from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState
