@@ -22,6 +22,7 @@ from scrapy.core.downloader import Downloader, Slot
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.core.engine import ExecutionEngine
 from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
+from scrapy.resolver import dnscache
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.defer import maybe_deferred_to_future
 
@@ -124,6 +125,15 @@ def engine_closing(engine: ExecutionEngine | None) -> bool:
 def slot_key(engine: ExecutionEngine, request: Request) -> str:
     """The key of the downloader slot that *request* goes (or went) through."""
     return engine.downloader.get_slot_key(request)
+
+
+def moved_to(engine: ExecutionEngine, request: Request, paced_key: str) -> str | None:
+    """The key of the slot *request* reached, when that is another slot than
+    *paced_key*; None when it is that slot, or the one of the address the
+    DNS cache has learnt for it since (``CONCURRENT_REQUESTS_PER_IP`` keys a
+    host's slot by its IP once resolved)."""
+    key = slot_key(engine, request)
+    return None if key in (paced_key, dnscache.get(paced_key)) else key
 
 
 def _live_slot(engine: ExecutionEngine, request: Request) -> Slot | None:

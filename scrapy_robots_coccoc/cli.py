@@ -136,7 +136,10 @@ def _get(url: str) -> tuple[bytes, str]:
             # for it is inflated no further than the parser reads.
             headers = response.headers.get_all("Content-Encoding", [])
             encodings = encodings_of(value.encode("latin-1") for value in headers)
-            body, broken = read_body(response, MAX_DOWNLOAD_BYTES if encodings else MAX_BYTES + 1)
+            limit = MAX_DOWNLOAD_BYTES if encodings else MAX_BYTES + 1
+            body, broken = read_body(response, limit)
+            # Compressed, the text of a body stopped at the limit may end mid-line.
+            broken = broken or (bool(encodings) and len(body) >= limit)
             text = decoded(body, encodings)
             named = b", ".join(encodings)[:100].decode("latin-1")
             if text is None:
@@ -237,13 +240,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         body, source = read_robots(args.robots)
     except Unreadable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc))}", file=sys.stderr)  # may quote the site's own bytes
         return EXIT_UNREADABLE
     robots = RobotsTxt.parse(body)
     decisions = [(url, robots.explain(url, args.agent)) for url in args.urls]
     try:
         print(describe(source, body, args.agent), file=out)
         report(robots, args.agent, decisions, out)
+        out.flush()  # here, not at exit, where a closed pipe would make the exit code 120
     except BrokenPipeError:
         # The reader stopped reading (``| head -1``): the decisions still give
         # the exit code, and the flush at exit must not fail again.

@@ -319,12 +319,13 @@ class OriginCoordinator:
         # The cheap test first: this runs for every request of the origin.
         if robots is None or self._announced.get(origin) == state.expires_at or not robots.sitemaps:
             return
+        first = origin not in self._announced
         self._announced[origin] = state.expires_at
         self._announced.move_to_end(origin)
         while len(self._announced) > self._max_origins:
             self._announced.popitem(last=False)
         listed = robots.sitemaps
-        if len(listed) > MAX_SITEMAPS:
+        if len(listed) > MAX_SITEMAPS and first:  # a refresh does not count them again
             self._crawler.stats.inc_value("robotstxt/sitemaps/not_handed_over", len(listed) - MAX_SITEMAPS)
             logger.info(
                 "robots.txt of %s lists %d sitemaps: the first %d are handed over",

@@ -110,9 +110,11 @@ class CrawlDelays:
             return
         engine = self._crawler.engine
         assert engine is not None
-        key = _compat.slot_key(engine, request)
         park = True
         for tries in count(1):
+            # Again at each try: with CONCURRENT_REQUESTS_PER_IP, a host's
+            # slot is keyed by its address once the DNS cache has it.
+            key = _compat.slot_key(engine, request)
             # First let the slot be ready to start the request at once (its
             # own delay run out, a transfer place free): the request then
             # starts when it is released, at its turn.
@@ -203,10 +205,8 @@ class CrawlDelays:
             return  # nothing paced is on its way: every request of the crawl comes here
         paced = self._released.pop(request, None)
         engine = self._crawler.engine
-        if paced is None or engine is None:
-            return
-        final = _compat.slot_key(engine, request)
-        if final == paced:
+        final = None if paced is None or engine is None else _compat.moved_to(engine, request, paced)
+        if final is None:
             return
         self._crawler.stats.inc_value("robotstxt/crawl_delay/slot_moved")
         if not self._moved_logged:

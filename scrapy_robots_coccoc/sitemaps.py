@@ -205,7 +205,7 @@ class RobotsSitemapMixin(_MixinBase):
             return True
         if self.robots_sitemap_scope == "allowed_domains":
             domains = getattr(self, "allowed_domains", None) or [site]
-            return any(within(host, _idna(domain)) for domain in domains)
+            return any(within(host, domain) for domain in map(_domain, domains) if domain)
         return within(host, site) or within(site, host)
 
 
@@ -233,6 +233,15 @@ def _is_address(host: str) -> bool:
     (``127.0.1``, ``0x7f.1``, ``2130706433``, IPv6): no top-level domain is numeric."""
     last = host.rstrip(".").rsplit(".", 1)[-1]
     return ":" in host or last.isdigit() or last.startswith("0x")
+
+
+def _domain(entry: str) -> str | None:
+    """An ``allowed_domains`` entry as host names are compared, None for
+    one IDNA refuses (``.bücher.de``: an empty label), which matches nothing."""
+    try:
+        return _idna(entry)
+    except ValueError:
+        return None
 
 
 def _idna(host: str) -> str:

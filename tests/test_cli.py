@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import os
 import subprocess
 import sys
+import zlib
 
 import pytest
 import pytest_twisted
@@ -134,6 +136,7 @@ async def test_fetches_a_url_as_the_middleware_reads_it(sites):
     # Compressed although we did not ask: inflated, as the middleware does.
     site.pages["/gzip/robots.txt"] = Page(gzip.compress(ROBOTS.encode()), headers={"Content-Encoding": "gzip"})
     site.pages["/odd/robots.txt"] = Page(ROBOTS.encode(), headers={"Content-Encoding": "x-odd"})
+    site.pages["/long/robots.txt"] = Page(gzip_to_the_download_limit(), headers={"Content-Encoding": "gzip"})
 
     async def check(path: str) -> tuple[str, int]:
         args = ["-m", "scrapy_robots_coccoc", site.url(path), "/cats/x"]
@@ -156,6 +159,25 @@ async def test_fetches_a_url_as_the_middleware_reads_it(sites):
     assert code == 1 and "(HTTP 200, gzip)" in out and "Disallow: /cats (line 5)" in out, out
     out, code = await check("/odd/robots.txt")
     assert code == 0 and "unreadable Content-Encoding 'x-odd': everything allowed" in out, out
+    # Its text stopped mid-line by the download limit: "Disallow: /ca" is not read.
+    out, code = await check("/long/robots.txt")
+    assert code == 0 and "/cats/x  [group '*'; no rule]" in out, out
+
+
+def gzip_to_the_download_limit() -> bytes:
+    """A gzip body whose text, at the raw download limit (1 MiB), stops in
+    the middle of ``Disallow: /cats``: bytes of one character each."""
+    from scrapy_robots_coccoc._content import MAX_DOWNLOAD_BYTES
+
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    out = bytearray(compressor.compress(b"User-agent: *\n#") + compressor.flush(zlib.Z_SYNC_FLUSH))
+    while len(out) < MAX_DOWNLOAD_BYTES - 94:
+        out += compressor.compress(b"x") + compressor.flush(zlib.Z_SYNC_FLUSH)
+    for byte in b"\nDisallow: /cats/x-y-z\n":
+        out += compressor.compress(bytes([byte])) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    body = bytes(out + compressor.flush())
+    assert zlib.decompressobj(31).decompress(body[:MAX_DOWNLOAD_BYTES]).endswith(b"\nDisallow: /ca")
+    return body
 
 
 def stalled(head: bytes):
@@ -179,7 +201,7 @@ async def test_an_answer_that_is_not_http_breaks_off_or_never_ends_is_exit_3_wit
 
     class NotHttp(protocol.Protocol):
         def connectionMade(self):
-            self.transport.write(b"garbage\r\n\r\n")
+            self.transport.write(b"\x1b]0;owned\x07garbage\r\n\r\n")  # terminal commands in the error
             self.transport.loseConnection()
 
     class SlowHeaders(protocol.Protocol):
@@ -218,7 +240,7 @@ async def test_an_answer_that_is_not_http_breaks_off_or_never_ends_is_exit_3_wit
             out, err, code = await check(url)
             reasons = (f"error: cannot fetch {url}", "robots.txt did not arrive", "robots.txt stopped arriving")
             assert code == 3 and any(reason in err for reason in reasons), err
-            assert "Traceback" not in err, err
+            assert "Traceback" not in err and "\x1b" not in err, err
         out, err, code = await check(site.url("/broken/robots.txt"))
         assert code == 1 and "Disallow: /cats (line 2)" in out, (out, err)  # the complete lines count
         out, err, code = await check(site.url("/short/robots.txt"))
@@ -238,9 +260,14 @@ def test_sitemaps_cannot_drive_the_terminal(tmp_path):
     assert "  https://a.example/%1B[1A%1B[2Kallowed /private%07\n" in result.stdout, result.stdout
 
 
-def test_a_reader_that_stops_reading_leaves_the_exit_code_to_the_decisions(robots_file):
-    paths = [f"/dogs/{i}" for i in range(5000)]  # more output than a pipe holds
-    command = [sys.executable, "-m", "scrapy_robots_coccoc", robots_file, *paths, "-a", "coccocbot"]
+@pytest.mark.parametrize("paths", [300, 5000])  # less and more output than a pipe holds
+@pytest.mark.parametrize("buffered", [True, False])
+def test_a_reader_that_stops_reading_leaves_the_exit_code_to_the_decisions(robots_file, paths, buffered):
+    command = [sys.executable, "-m", "scrapy_robots_coccoc", robots_file, "/cats/x"]
+    command += [f"/dogs/{i}" for i in range(paths)] + ["-a", "coccocbot"]
     script = '"$@" | head -1 > /dev/null; exit ${PIPESTATUS[0]}'
-    result = subprocess.run(["bash", "-c", script, "bash", *command], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    result = subprocess.run(["bash", "-c", script, "bash", *command], capture_output=True, text=True, env=env)
+    assert result.returncode == 1 and result.stderr == "", result.stderr  # /cats/x is disallowed

@@ -148,3 +148,9 @@ def test_httpproxy_notes_whose_credentials_a_request_carries():
     HttpProxyMiddleware().process_request(request, None)
     assert request.headers[b"Proxy-Authorization"] == b"Basic dXNlcjpwYXNz"
     assert request.meta[_compat.PROXY_AUTH_META] == "http://proxy.example:8080"
+
+
+def test_the_dns_cache_is_where_moved_to_reads_it():
+    from scrapy import resolver
+
+    assert resolver.dnscache is _compat.dnscache and hasattr(resolver.dnscache, "get")

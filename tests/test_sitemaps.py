@@ -355,3 +355,30 @@ async def test_a_robotstxt_of_thousands_of_sitemaps_does_not_stall_the_crawl(sit
     assert stat(crawler, "robotstxt/sitemaps/over_limit") == handed - 50
     declined = [r for r in caplog.records if "not taken" in r.getMessage()]
     assert len(declined) == 1 and "950 over_limit" in declined[0].getMessage()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_allowed_domain_idna_refuses_matches_nothing_and_breaks_nothing(sites):
+    (site,) = sites(LoopbackSite())
+    site.pages["/robots.txt"] = robots(f"Sitemap: https://elsewhere.example/x.xml\nSitemap: {site.url('/mine.xml')}\n")
+    site.pages["/mine.xml"] = xml(urlset(site, ["/products/1"]))
+
+    class Scoped(ProductSpider):
+        robots_sitemap_scope = "allowed_domains"
+        allowed_domains = [".bücher.de", site.address.removeprefix("http://").rsplit(":", 1)[0]]
+
+    crawler = await crawl(spider=Scoped, robots_sitemap_origins=[site.address])
+    assert crawler.spider.products == [site.url("/products/1")]
+    assert stat(crawler, "robotstxt/sitemaps/out_of_scope") == 1
+    assert stat(crawler, "log_count/ERROR") is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_sitemaps_not_handed_over_are_counted_once_across_refreshes(sites):
+    (site,) = sites(LoopbackSite())
+    site.pages["/robots.txt"] = robots("".join(f"Sitemap:/s{i}.xml\n" for i in range(1200)))
+    start = [site.url(f"/start/{i}") for i in range(5)]
+    settings = {"ROBOTSTXT_CACHE_SECONDS": 0.1, "DOWNLOAD_DELAY": 0.1}
+    crawler = await crawl(settings, spider=ProductSpider, start_urls=start)
+    assert site.paths().count("/robots.txt") >= 2  # refreshed while crawling
+    assert stat(crawler, "robotstxt/sitemaps/not_handed_over") == 200
