@@ -245,9 +245,8 @@ def _domain(entry: str) -> str | None:
 
 
 def _idna(host: str) -> str:
-    """*host* as a URL of the site names it (``cửa-hàng.vn`` is
-    ``xn--cửa-hàng-…``): Scrapy requests it so. Raises ValueError for a
-    name IDNA refuses."""
+    """*host* in the IDNA form Scrapy requests it in (``cửa-hàng.vn`` is
+    ``xn--ca-hng-lta4562d.vn``). Raises ValueError for a name IDNA refuses."""
     if host.isascii():
         return host
     try:
