@@ -5,7 +5,9 @@ RobotsTxtMiddleware with Protego, in real crawls of loopback sites.
 linked pages, plus one link per section page that robots.txt forbids;
 CONCURRENT_REQUESTS=32. Origin N serves the Nth robots.txt of the corpus
 (see corpus.py: the generated files forbid those links and set no
-Crawl-delay; the files of a real corpus may forbid anything). Scenarios:
+Crawl-delay; the files of a real corpus may forbid anything, and are served
+without their Crawl-delay and Request-rate lines, which Scrapy's stock
+middleware ignores: corpus_crawl_bench.py measures pacing). Scenarios:
 
 - ``normal``: the crawl starts from each origin's home page; the figure is
   pages per second of the whole crawl.
@@ -73,7 +75,7 @@ def serve(folder: Path | None = None) -> None:
     from twisted.web.resource import Resource
     from twisted.web.server import NOT_DONE_YET, Site
 
-    bodies = [body for _, body in corpus.load(folder)]
+    bodies = [corpus.unpaced(body) for _, body in corpus.load(folder)]
 
     class Pages(Resource):
         isLeaf = True

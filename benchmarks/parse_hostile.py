@@ -119,10 +119,15 @@ def main() -> None:
             protego = Protego.parse(body.decode("utf-8", "ignore"))
             their_check = next_check_ms(lambda: protego.can_fetch("/a/b", AGENT), args.rounds)  # noqa: B023
         baseline = baseline or ours
-        met = ours <= 0.25 and (ours <= 5 * baseline or ours <= 2 * theirs)
+        if ours > 0.25:
+            verdict = "MISSED"
+        elif ours <= 5 * baseline or ours <= 2 * theirs:
+            verdict = "met"
+        else:  # not within 5x the normal file; without Protego the other half is unknown
+            verdict = "?" if args.no_protego else "MISSED"
         print(
             f"{name:<30}{ours:>9.4f}{theirs:>11.4f}{ours / baseline:>9.2f}{ours / theirs:>10.3f}"
-            f"  {'met   ' if met else 'MISSED'}  {check:>7.3f} ({their_check:.3f})"
+            f"  {verdict:<6}  {check:>7.3f} ({their_check:.3f})"
         )
 
 
