@@ -15,7 +15,6 @@ import time
 from collections import OrderedDict
 from inspect import isawaitable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
 
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import CancelledError, Deferred
@@ -27,6 +26,7 @@ from .exceptions import RobotsTxtFault
 from .fetcher import LocalFault, Rules, Unrestricted, describe
 from .origins import robots_url
 from .signals import robotstxt_sitemaps_found
+from .sitemaps import MAX_SITEMAPS, listed_sitemaps
 from .stores import MemoryStore, OriginState, turns_horizon
 
 if TYPE_CHECKING:
@@ -317,14 +317,16 @@ class OriginCoordinator:
         uses a state with sitemaps, whichever worker fetched it."""
         robots = state.robots
         # The cheap test first: this runs for every request of the origin.
-        if robots is None or self._announced.get(origin) == state.expires_at or not robots.sitemaps:
+        if robots is None or self._announced.get(origin) == state.expires_at:
+            return
+        listed = robots.sitemaps
+        if not listed:
             return
         first = origin not in self._announced
         self._announced[origin] = state.expires_at
         self._announced.move_to_end(origin)
         while len(self._announced) > self._max_origins:
             self._announced.popitem(last=False)
-        listed = robots.sitemaps
         if len(listed) > MAX_SITEMAPS and first:  # a refresh does not count them again
             self._crawler.stats.inc_value("robotstxt/sitemaps/not_handed_over", len(listed) - MAX_SITEMAPS)
             logger.info(
@@ -418,25 +420,6 @@ def _timed_out(result: Any, timeout: float) -> Any:
 def _finite(value: Any) -> bool:
     """Whether a store's answer is a finite number of seconds."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-#: At most this many sitemaps of one robots.txt are handed to spiders: 500
-#: KiB of "Sitemap:/sN" lines are 30,000 of them, and resolving and handing
-#: them all over held the reactor for 1.5 s. The most a real robots.txt of
-#: our corpus lists is 1,293; RobotsSitemapMixin takes 50 by default.
-MAX_SITEMAPS = 1000
-
-
-def listed_sitemaps(base: str, urls: list[str]) -> list[str]:
-    """The first MAX_SITEMAPS of *urls*, resolved against *base*,
-    duplicates and unparsable ones left out."""
-    resolved = []
-    for url in urls[:MAX_SITEMAPS]:
-        try:
-            resolved.append(urljoin(base, url))
-        except ValueError:  # an unclosed IPv6 bracket, say
-            continue
-    return list(dict.fromkeys(resolved))
 
 
 async def sleep(seconds: float) -> None:
