@@ -6,7 +6,7 @@ import re
 import sys
 from typing import NamedTuple
 
-from ._ruleset import MEMBER_LINE, RequestRate, Rule, RuleSet, Section, VisitTime, fold_case, member_field
+from ._ruleset import END_SPACE, MEMBER_LINE, RequestRate, Rule, RuleSet, Section, VisitTime, fold_case, member_field
 from ._urlpattern import path_of
 from ._useragent import EXACT, agent_key, robot_name
 
@@ -20,8 +20,8 @@ _BOM = b"\xef\xbb\xbf"
 # accepts "useragent" and "user agent", the latter never without its colon,
 # since that line would have three words; (KeyIsSitemap) also "site-map".
 _AGENT_OR_SITEMAP = re.compile(
-    rb"\n[ \t]*(?=[uUsS])(?:(?:%s[ \t]*:|%s[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*([^\n#]*)|%s)"
-    % (fold_case(rb"user[- ]?agent"), fold_case(rb"user-?agent"), member_field(rb"site-?map"))
+    rb"\n[ \t]*(?=[uUsS])(?:(?:%s[ \t]*:|%s[ \t]+(?=[^\s:#]+%s(?:#|\n|\Z)))[ \t]*([^\n#]*)|%s)"
+    % (fold_case(rb"user[- ]?agent"), fold_case(rb"user-?agent"), END_SPACE, member_field(rb"site-?map"))
 )
 
 

@@ -72,6 +72,13 @@ MEMBER_FIELDS.update({field.capitalize(): kind for field, kind in MEMBER_FIELDS.
 MEMBER_FIELDS[b"Crawl-Delay"] = _CRAWL_DELAY
 
 
+# White space a value may end with that is not part of it: vertical tabs
+# and form feeds too, which Google robots.cc strips from a line's end.
+_VALUE_END_SPACE = b" \t\x0b\x0c"
+#: A run of that white space, in a regular expression.
+END_SPACE = b"[%s]*" % re.escape(_VALUE_END_SPACE)
+
+
 def fold_case(words: bytes) -> bytes:
     """Return a case-sensitive regular expression matching *words* in any case:
     ``re.IGNORECASE`` costs four times as much on every line tried."""
@@ -89,7 +96,7 @@ def member_field(fields: bytes, capture: bool = False) -> bytes:
     """The regular expression of one of *fields* and its value, after the
     line's leading white space (see :func:`field_line`)."""
     name = (b"(" if capture else b"(?:") + fold_case(fields) + b")"
-    separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:#]+[ \t]*(?:#|\n|\Z)))[ \t]*"
+    separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:#]+" + END_SPACE + rb"(?:#|\n|\Z)))[ \t]*"
     first = _first_letter(fields)
     # The value runs to the comment or the line's end without backtracking;
     # readers strip the white space it may end with.
@@ -128,7 +135,7 @@ _UNREAD = b"\x00"
 def _unread_field(fields: bytes) -> bytes:
     """The regular expression of an unread line holding one of *fields*, up
     to its value (see :func:`field_line`; comments are gone by then)."""
-    separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:]+[ \t]*\n))[ \t]*"
+    separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:]+" + END_SPACE + rb"\n))[ \t]*"
     return _UNREAD + rb"[ \t]*" + _first_letter(fields) + rb"(" + fold_case(fields) + rb")" + separator
 
 
@@ -138,7 +145,7 @@ def _unread_rule(fields: bytes) -> re.Pattern[bytes]:
     atomic group), so that a long run that ends the line is not tried again
     from each of its characters."""
     name = _UNREAD + rb"[ \t]*" + _first_letter(fields) + rb"(?:" + fold_case(fields) + rb")"
-    separator = rb"(?=([ \t]*))\1(?::(?=([ \t]*))\2(?=\S)|(?<=[ \t])(?=[^\s:]+[ \t]*\n))"
+    separator = rb"(?=([ \t]*))\1(?::(?=([ \t]*))\2(?=\S)|(?<=[ \t])(?=[^\s:]+" + END_SPACE + rb"\n))"
     return re.compile(name + separator)
 
 
@@ -147,8 +154,6 @@ _DISALLOW_FIELD = _unread_rule(_fields(range(_DISALLOW, _DISALLOW + 1)))
 _EXTENSION_FIELD = re.compile(_unread_field(_fields(range(_CRAWL_DELAY, 5))) + rb"((?=\S)[^\n]*|)")
 _UNREAD_LINE = re.compile(_UNREAD + rb"[^\n]*")
 _LONG_TEXT = 16 * 1024
-# What a value may end with that is not part of it.
-_VALUE_END_SPACE = b" \t\x0b\x0c"
 # Above this many characters of rules, plain patterns are found through a
 # sorted array of their hashes instead of searching the rule text.
 _INDEXED_CHARS = 1024

@@ -129,6 +129,13 @@ def test_figtree_group_applies_to_its_header():
         ("/a$b", "/a$b", True),
         ("/a%2Fb", "/a/b", False),
         ("/tin-tức", "/tin-t%e1%bb%a9c", True),
+        # A "%" that starts no escape is the character itself, %25 (RFC 3986 §2.4).
+        ("/a%", "/a%3C", False),
+        ("/a%", "/a%25", True),
+        ("/a%x", "/a%25x", True),
+        ("/a%25", "/a%", True),
+        ("/%", "/é", False),
+        ("/a%%41", "/a%25A", True),
     ],
 )
 def test_rules_and_urls_compare_in_one_normal_form(rule, url, matches):
@@ -168,6 +175,11 @@ def test_lines_without_colon():
     assert RobotsTxt.parse("user agent coccocbot\ndisallow /\n").allowed("/x", WEB)
     assert RobotsTxt.parse("user-agent coccocbot\ndisallow / now\n").allowed("/x", WEB)
     assert RobotsTxt.parse("sitemap /s.xml\n").sitemaps == ["/s.xml"]
+    # A form feed or vertical tab ending the line is no third word (robots.cc
+    # strips it, as it is stripped after a colon).
+    robots = RobotsTxt.parse(b"user-agent coccocbot\x0c\ndisallow /x \x0b\x0c\n")
+    assert robots.explain("/x/y", WEB) == (False, "coccocbot", (False, "/x", 2))
+    assert RobotsTxt.parse(b"sitemap /s.xml\x0c\n").sitemaps == ["/s.xml"]
     assert RobotsTxt.parse("site-map: /s.xml\n").sitemaps == ["/s.xml"]
 
 
