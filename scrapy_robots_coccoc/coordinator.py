@@ -147,13 +147,21 @@ class OriginCoordinator:
         return self._believable(origin, spacing, answer)
 
     def _believable(self, origin: str, spacing: float, start: Any) -> float | None:
+        if start is None:
+            return None
         # Turns of every request waiting for an origin may legitimately be
         # this far ahead; 1e12 (year 33,658) is not.
-        if start is None or (_finite(start) and start <= time.time() + turns_horizon(spacing)):
-            return start
-        if start is not _FAILED:  # a failure was reported already
-            self._store_failed("reserve", origin, ValueError(f"unbelievable start {start!r}"), None)
-        return self._paced_here.reserve(origin, spacing)
+        if not (_finite(start) and start <= time.time() + turns_horizon(spacing)):
+            if start is not _FAILED:  # a failure was reported already
+                self._store_failed("reserve", origin, ValueError(f"unbelievable start {start!r}"), None)
+            return self._paced_here.reserve(origin, spacing)
+        # Every turn is noted here, and none comes before the last one noted
+        # allows: a store that lost its record (a Redis flush or restart),
+        # or does not know the turns paced here while it failed, gives no
+        # turn right after one of ours.
+        start = max(start, self._paced_here.next_start(origin))
+        self._paced_here.reserved_until(origin, start + spacing)
+        return start
 
     def _usable(self, origin: str, state: OriginState | None, request: Request) -> OriginState | None:
         """*state* if requests may be decided by it now (a stale one with rules

@@ -170,6 +170,10 @@ class MemoryStore:
         self.reserved_until(origin, start + spacing)
         return start
 
+    def next_start(self, origin: str) -> float:
+        """The earliest start of *origin*'s next turn here (0.0 when none was reserved)."""
+        return self._next_starts.get(origin, 0.0)
+
     def reserved_until(self, origin: str, next_start: float) -> None:
         """Let the next turn here start no earlier than *next_start* (a
         shared store notes its reservations, to pace alone from them)."""
@@ -205,6 +209,18 @@ local function number(text)
   end
 end
 """
+# Whether the state hash *key* holds no field larger than any worker writes
+# (*limit* bytes): "read" and "claim" must agree on which states count (a
+# fresh expiry padded with 600,000 zeros was oversized to one, fresh to the
+# other, and held every worker back until the fetch lock expired).
+_LUA_FITS = """
+local function fits(key, limit)
+  for _, field in ipairs({'outcome', 'body', 'expires_at'}) do
+    if redis.call('HSTRLEN', key, field) > limit then return false end
+  end
+  return true
+end
+"""
 # The Lua scripts below read nothing they did not check: another version, a
 # bug or a hand in redis-cli may have left anything under our keys.
 SCRIPTS = {
@@ -212,13 +228,12 @@ SCRIPTS = {
     # hash, the origin's outcome, body and expiry; a hash whose fields are
     # larger than any worker writes is 'oversized', never sent whole.
     # ARGV: the most bytes a field may hold.
-    "read": """
+    "read": _LUA_FITS
+    + """
 local t = redis.call('TIME')
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'hash' then return {t[1], t[2], kind} end
-for _, field in ipairs({'outcome', 'body', 'expires_at'}) do
-  if redis.call('HSTRLEN', KEYS[1], field) > tonumber(ARGV[1]) then return {t[1], t[2], 'oversized'} end
-end
+if not fits(KEYS[1], tonumber(ARGV[1])) then return {t[1], t[2], 'oversized'} end
 return {t[1], t[2], kind, redis.call('HMGET', KEYS[1], 'outcome', 'body', 'expires_at')}
 """,
     # Replace the state (whatever type the key had) and drop the fetch lock.
@@ -244,17 +259,18 @@ return 1
     # than ours is cut to ours, so that every lock ends. Returns {that,
     # Redis's clock (seconds, microseconds)}.
     # ARGV: now, lock milliseconds, the longest believable lifetime, the
-    # most bytes a body may hold (see "read").
+    # most bytes a field may hold (see "read").
     "claim": _LUA_NUMBER
+    + _LUA_FITS
     + """
 local t = redis.call('TIME')
 local function claim()
   local now = tonumber(ARGV[1])
-  if redis.call('TYPE', KEYS[1]).ok == 'hash' then
+  if redis.call('TYPE', KEYS[1]).ok == 'hash' and fits(KEYS[1], tonumber(ARGV[4])) then
     local f = redis.call('HMGET', KEYS[1], 'outcome', 'expires_at')
     local expires = number(f[2])
-    local body = redis.call('HEXISTS', KEYS[1], 'body') == 1 and redis.call('HSTRLEN', KEYS[1], 'body')
-    if (f[1] == 'rules' or f[1] == 'unrestricted' or f[1] == 'unavailable') and body and body <= tonumber(ARGV[4])
+    local known = f[1] == 'rules' or f[1] == 'unrestricted' or f[1] == 'unavailable'
+    if known and redis.call('HEXISTS', KEYS[1], 'body') == 1
         and expires and expires > now and expires <= now + tonumber(ARGV[3]) then
       return 0
     end
@@ -273,16 +289,20 @@ return {claim(), t[1], t[2]}
     # Reserve the next start of a paced origin on Redis's clock, so that
     # workers on different machines agree: no earlier than *lead* seconds
     # from now (the answer's way back), at least *spacing* after the last
-    # reserved start; *count* turns in a row, *spacing* apart. Returns
+    # reserved start, and no earlier than the worker's own next start (its
+    # floor: a "next" lost to a flush or a restart, unreadable, or behind
+    # the turns the worker paced alone while Redis failed, must not give
+    # it a turn at once); *count* turns in a row, *spacing* apart. Returns
     # {first start, Redis's now, problem with the stored value or ''}; an
     # unreadable or unbelievably far "next" is ignored.
-    # ARGV: spacing, lead, the farthest believable next start from now, count.
+    # ARGV: spacing, lead, the farthest believable next start from now,
+    # count, floor.
     "reserve": _LUA_NUMBER
     + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local spacing, lead, horizon = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local count = tonumber(ARGV[4]) or 1
+local count, floor = tonumber(ARGV[4]) or 1, tonumber(ARGV[5]) or 0
 local raw = redis.pcall('GET', KEYS[1])
 local after, problem = 0, ''
 if type(raw) == 'table' then
@@ -294,7 +314,7 @@ elseif raw then
     after = 0
   end
 end
-local start = math.max(now + lead, after)
+local start = math.max(now + lead, after, floor)
 local next = start + count * spacing
 redis.call('SET', KEYS[1], string.format('%.6f', next), 'PX', math.ceil((next - now) * 1000) + 60000)
 return {string.format('%.6f', start), string.format('%.6f', now), problem}
@@ -549,8 +569,9 @@ class RedisStore:
             # Ask for a start the answer can reach in time: its way back
             # (half a round trip) with as much again to spare, plus 5 ms.
             lead = min(self._round_trip + 0.005, 1.0)
+            floor = self._local.next_start(origin)
             sent = time.time()
-            args = [repr(spacing), repr(lead), repr(horizon), count]
+            args = [repr(spacing), repr(lead), repr(horizon), count, repr(floor + self._clock.turn_offset())]
             answer = await self._run("reserve", [self._key(origin, "next")], args)
             if answer is None:
                 return self._local.reserve(origin, count * spacing)

@@ -739,6 +739,24 @@ async def test_claim_held_by_a_silent_peer_expires(sites):
     assert site.paths().count("/robots.txt") == 1
 
 
+class ForgetfulStore(MemoryStore):
+    """A shared store that lost its record of turns before every call (a
+    Redis flushed or restarted): each turn it gives starts at once."""
+
+    def reserve(self, origin: str, spacing: float) -> float:
+        return time.time()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_store_that_forgets_its_turns_still_paces_the_crawl(sites):
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(RULES + "Crawl-delay: 0.3\n")}))
+    urls = [site.url(f"/p{i}") for i in range(5)]
+    settings = {"ROBOTSTXT_STORE": "tests.test_hostile.ForgetfulStore", "CONCURRENT_REQUESTS": 8}
+    crawler = await bounded_crawl(settings, urls=urls, follow=False, timeout=15)
+    assert sorted(crawler.spider.crawled) == sorted(urls)
+    assert min(site.gaps()) >= 0.95 * 0.3, site.gaps()
+
+
 class RaisingHandlersSpider(RecordingSpider):
     """A spider whose handlers of our sitemap signal and of Scrapy's
     robots_parsed raise."""

@@ -41,29 +41,45 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class RedisServer:
+    """A real redis-server on a free loopback port, without persistence:
+    ``.url``, ``.client``; it can be stopped and started again (empty)."""
+
+    def __init__(self) -> None:
+        import redis
+
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.client = redis.Redis.from_url(self.url)
+        self.start()
+
+    def start(self) -> None:
+        import redis
+
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def terminate(self) -> None:
+        self.process.terminate()
+
+    def wait(self) -> None:
+        self.process.wait()
+
+
 @pytest.fixture
 def redis_server():
-    """A real redis-server on a free loopback port: ``.url``, ``.terminate()``."""
-    import redis
-
-    port = free_port()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    server.url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(server.url)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    server.port = port
-    server.client = client
+    server = RedisServer()
     yield server
     server.terminate()
     server.wait()
@@ -213,6 +229,8 @@ POISONS = {
     # Larger than any worker writes: never read whole.
     "oversized body": {**FRESH, "body": "Disallow: /\n" * 50_000},
     "oversized outcome": {**FRESH, "outcome": "rules" * 200_000},
+    # A fresh expiry to both sides but for its size.
+    "oversized expiry": {**FRESH, "expires_at": "{soon_padded}"},
 }
 
 
@@ -226,7 +244,12 @@ async def test_unreadable_state_is_missing_with_one_warning_and_a_fetch_replaces
         redis_server.client.set(key("state"), value)
     else:
         soon = int(time.time() + 600)
-        spelled = {"{soon}": repr(soon + 0.5), "{soon_hex}": hex(soon), "{soon_underscores}": f"{soon:_}"}
+        spelled = {
+            "{soon}": repr(soon + 0.5),
+            "{soon_hex}": hex(soon),
+            "{soon_underscores}": f"{soon:_}",
+            "{soon_padded}": "0" * 600_000 + repr(soon + 0.5),
+        }
         redis_server.client.hset(key("state"), mapping={k: spelled.get(v, v) for k, v in value.items()})
     store = new_store()
 
@@ -271,6 +294,36 @@ async def test_unbelievable_next_start_is_ignored(value, redis_server, new_store
     assert second - first == pytest.approx(0.5, abs=0.01)
     (warning,) = warnings_of(caplog)
     assert ORIGIN in warning
+
+
+@pytest.mark.parametrize("loss", ["deleted", "flushed", "garbled"])
+@pytest_twisted.ensureDeferred
+async def test_a_lost_next_start_gives_no_turn_before_the_workers_own_next(loss, redis_server, new_store):
+    store, client = new_store(), redis_server.client
+    first = await settle(store.reserve(ORIGIN, 0.5))
+    if loss == "deleted":
+        client.delete(key("next"))
+    elif loss == "flushed":
+        client.flushall()
+    else:
+        client.set(key("next"), "soon")
+    second = await settle(store.reserve(ORIGIN, 0.5))
+    assert second - first == pytest.approx(0.5, abs=0.01)
+    # Redis has the worker's turns again: a peer's turn comes after them.
+    assert await settle(new_store().reserve(ORIGIN, 0.5)) == pytest.approx(second + 0.5, abs=0.01)
+
+
+@pytest_twisted.ensureDeferred
+async def test_turns_paced_alone_while_redis_was_down_hold_once_it_is_back(redis_server, new_store):
+    store = new_store()
+    store.RETRY_SECONDS = 0.0  # try Redis again at every call
+    first = await settle(store.reserve(ORIGIN, 0.5))
+    redis_server.terminate()
+    redis_server.wait()
+    alone = [await settle(store.reserve(ORIGIN, 0.5)) for _ in range(2)]
+    redis_server.start()  # empty: its record of turns is gone
+    back = await settle(store.reserve(ORIGIN, 0.5))
+    assert [alone[0] - first, alone[1] - alone[0], back - alone[1]] == pytest.approx([0.5] * 3, abs=0.01)
 
 
 @pytest_twisted.ensureDeferred
