@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from functools import lru_cache
 from typing import cast
 
@@ -53,8 +52,11 @@ def agent_key(value: bytes) -> str | None:
 
 @lru_cache(maxsize=4096)
 def _key_of_word(word: bytes) -> str:
-    # Agent values repeat across files (Googlebot, *): keep their keys.
-    return sys.intern(_key(word))
+    # Agent values repeat across files (Googlebot, *): keep their keys, a
+    # bounded number (sys.intern would keep every word a site ever wrote
+    # for the life of the process on Python 3.12, where interned strings
+    # are immortal).
+    return _key(word)
 
 
 def _key(word: bytes) -> str:
