@@ -328,8 +328,8 @@ class OriginCoordinator:
         if robots is None or self._announced.get(origin) == state.expires_at:
             return
         listed = robots.sitemaps
-        if not listed:
-            return
+        if not listed or _compat.engine_closing(self._crawler.engine):
+            return  # after the spider closed, none could be requested
         first = origin not in self._announced
         self._announced[origin] = state.expires_at
         self._announced.move_to_end(origin)

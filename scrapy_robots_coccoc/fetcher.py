@@ -26,6 +26,7 @@ from . import _compat, _settings
 from ._content import MAX_DOWNLOAD_BYTES, complete_lines
 from ._robotstxt import MAX_BYTES, RobotsTxt
 from .body import parsed
+from .exceptions import RobotsTxtFault
 from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of, robots_url
 
 if TYPE_CHECKING:
@@ -188,12 +189,17 @@ class RobotsTxtFetcher:
         """One hop, retried ``ROBOTSTXT_MAX_RETRIES`` times while the site
         does not answer. A URL that cannot be requested is the site's doing
         when the site chose it (a redirect *followed* to it)."""
-        assert self._crawler.engine is not None
+        engine = self._crawler.engine
+        assert engine is not None
         outcome: NoAnswer | LocalFault = LocalFault("not attempted")
         for _ in range(self._max_retries + 1):
+            if _compat.engine_closing(engine):
+                # No retry or redirect hop once the spider closes: its
+                # requests went back to the scheduler, nothing is learnt.
+                raise RobotsTxtFault(f"{url}: fetch interrupted, the spider is closing")
             self._stats.inc_value("robotstxt/request_count")
             try:
-                response = await _compat.download(self._crawler.engine, self._request(url, trigger))
+                response = await _compat.download(engine, self._request(url, trigger))
             except IgnoreRequest as exc:
                 # Another middleware refused the fetch (the HTTP cache in
                 # offline mode, say): the project's choice, as with Scrapy's

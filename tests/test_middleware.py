@@ -198,6 +198,21 @@ async def test_requests_waiting_at_close_come_back_with_a_persistent_scheduler(s
 
 
 @pytest_twisted.ensureDeferred
+async def test_robotstxt_is_not_tried_again_once_the_spider_closed(sites, caplog):
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
+
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(RULES, delay=30)}))
+    settings = {"CLOSESPIDER_TIMEOUT": 0.5, "DOWNLOAD_TIMEOUT": 1, "ROBOTSTXT_MAX_RETRIES": 1}
+    crawler = await bounded_crawl(settings, urls=[site.url("/a")], follow=False, timeout=10)
+    await deferLater(reactor, 1.5, lambda: None)  # a retry would have come and failed by now
+    assert site.paths() == ["/robots.txt"]
+    assert stat(crawler, "robotstxt/request_count") == 1
+    assert stat(crawler, "robotstxt/rescheduled_on_close") == 1
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+@pytest_twisted.ensureDeferred
 async def test_a_paced_crawl_closes_about_as_fast_as_stock_scrapy(sites):
     ours_site, stock_site = sites(
         LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.4\n")}),

@@ -13,7 +13,7 @@ from scrapy.spiders import SitemapSpider
 
 from scrapy_robots_coccoc import RobotsSitemapMixin, RobotsTxt
 
-from .crawling import crawl, stat
+from .crawling import bounded_crawl, crawl, stat
 from .sites import LoopbackSite, Page, robots
 from .test_redis import free_port, redis_server  # noqa: F401 (a fixture)
 
@@ -84,6 +84,23 @@ async def test_plain_case_start_urls_plus_the_sitemaps_of_their_robotstxt(sites)
     assert stat(crawler, "robotstxt/sitemaps/scheduled") == 1
     assert stat(crawler, "robotstxt/sitemaps/out_of_scope") == 1
     assert stat(crawler, "robotstxt/forbidden") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_sitemaps_of_a_robotstxt_read_after_the_spider_closed_are_not_requested(sites, caplog):
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
+
+    (site,) = sites(LoopbackSite())
+    # Large enough to be parsed in a thread, slow enough to come after the close.
+    lines = "".join(f"Sitemap: {site.url(f'/s{i}.xml')}\n" for i in range(2_000))
+    site.pages["/robots.txt"] = robots(lines + "User-agent: *\nDisallow: /x\n", delay=1)
+    settings = {"CLOSESPIDER_TIMEOUT": 0.5}
+    crawler = await bounded_crawl(settings, ProductSpider, timeout=10, start_urls=[site.url("/")])
+    await deferLater(reactor, 0.5, lambda: None)  # the parse in its thread is over by now
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert site.paths() == ["/robots.txt"]
+    assert stat(crawler, "robotstxt/sitemaps/found") is None
 
 
 @pytest_twisted.ensureDeferred
