@@ -19,11 +19,20 @@ if TYPE_CHECKING:
 UNBOUNDED = 1e9
 
 
+def user_agent(settings: BaseSettings) -> str | None:
+    """``ROBOTSTXT_USER_AGENT``: the robot's name, None when unset (each
+    request's User-Agent header names it then)."""
+    raw = settings.get("ROBOTSTXT_USER_AGENT")
+    if raw is not None and not isinstance(raw, str):
+        raise ValueError(f"ROBOTSTXT_USER_AGENT must be a string, not {raw!r}")
+    return raw or None
+
+
 def robot_agent(settings: BaseSettings) -> str:
     """The robot the crawl is, whose rules each robots.txt is read for first
     and whose Crawl-delay paces a site: ``ROBOTSTXT_USER_AGENT``, else
     ``USER_AGENT``."""
-    return str(settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "Scrapy")
+    return user_agent(settings) or str(settings.get("USER_AGENT") or "Scrapy")
 
 
 def number(settings: BaseSettings, name: str, default: float, *, positive: bool = False) -> float:
@@ -31,7 +40,9 @@ def number(settings: BaseSettings, name: str, default: float, *, positive: bool 
     read as :data:`UNBOUNDED`."""
     raw = settings.get(name, default)
     try:
-        value = float(raw)
+        value = math.nan if isinstance(raw, bool) else float(raw)
+    except OverflowError:  # an int beyond any float: unbounded, as inf is
+        value = math.inf
     except (TypeError, ValueError):
         value = math.nan
     if math.isnan(value) or value < 0 or (positive and value == 0):

@@ -50,7 +50,7 @@ class RobotsTxtMiddleware:
         _compat.check()
         self.crawler = crawler
         self._stats = crawler.stats
-        self._user_agent: str | None = settings.get("ROBOTSTXT_USER_AGENT")
+        self._user_agent = _settings.user_agent(settings)
         self._default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
         self._crawl_agent = _settings.robot_agent(settings)
         max_retries = _settings.count(settings, "ROBOTSTXT_MAX_RETRIES", 1)
@@ -70,8 +70,9 @@ class RobotsTxtMiddleware:
             fetcher,
             cache_seconds=_settings.number(settings, "ROBOTSTXT_CACHE_SECONDS", 86400),
             unavailable_seconds=_settings.number(settings, "ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
-            # One hop's worst case: a crashed peer holds the others no longer.
-            claim_seconds=settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (max_retries + 1) + 5,
+            # One hop's worst case: a crashed peer holds the others no longer
+            # (an hour at most, whatever DOWNLOAD_TIMEOUT and the retries say).
+            claim_seconds=min(settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (max_retries + 1) + 5, 3600.0),
             store_seconds=_settings.number(settings, "ROBOTSTXT_STORE_TIMEOUT", 10, positive=True),
             max_origins=max_origins,
         )

@@ -323,6 +323,9 @@ async def test_a_download_started_as_the_spider_opens_is_not_taken_for_a_closing
         ("ROBOTSTXT_MAX_ORIGINS", 0),
         ("ROBOTSTXT_MAX_ORIGINS_MB", "nan"),
         ("ROBOTSTXT_MAX_PARKED_REQUESTS", "many"),
+        ("ROBOTSTXT_CACHE_SECONDS", True),
+        # Not a name: to_unicode() failed on every request of the crawl.
+        ("ROBOTSTXT_USER_AGENT", 2024),
     ],
 )
 @pytest_twisted.ensureDeferred

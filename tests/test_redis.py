@@ -148,6 +148,22 @@ async def test_redis_down_warns_and_the_worker_goes_on_alone(sites, caplog):
 
 
 @pytest_twisted.ensureDeferred
+async def test_an_unbounded_download_timeout_still_bounds_the_fetch_lock(sites, redis_server, caplog):
+    (paced,) = sites(site("User-agent: *\nDisallow: /p2\n", 3))
+    settings = {
+        "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
+        "REDIS_URL": redis_server.url,
+        # A lock of DOWNLOAD_TIMEOUT x tries: inf was refused by Redis at every claim.
+        "DOWNLOAD_TIMEOUT": "inf",
+        "ROBOTSTXT_MAX_RETRIES": 10**21,
+    }
+    crawler = await crawl(settings, urls=[paced.url("/")])
+    assert sorted(crawler.spider.crawled) == [paced.url("/"), paced.url("/p1")]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert stat(crawler, "robotstxt/store_errors") is None
+
+
+@pytest_twisted.ensureDeferred
 async def test_redis_failing_mid_crawl_warns_once_and_loses_no_request(sites, redis_server, caplog):
     paced, other = sites(site("User-agent: *\nCrawl-delay: 0.3\n", 6), site("User-agent: *\nDisallow: /p2\n", 3))
     paced.links["/"] += [other.url("/p1"), other.url("/p2")]

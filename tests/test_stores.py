@@ -146,3 +146,11 @@ def test_the_crawls_rules_are_built_with_the_parse_not_at_the_first_decision():
     started = time.perf_counter()
     warm.allowed("https://a.vn/page", "coccocbot-web")
     assert time.perf_counter() - started < built_then / 4
+
+
+def test_a_number_beyond_any_float_is_unbounded_not_an_overflow():
+    from scrapy.settings import Settings
+
+    from scrapy_robots_coccoc import _settings
+
+    assert _settings.number(Settings({"X": 10**400}), "X", 1) == _settings.UNBOUNDED
