@@ -111,9 +111,60 @@ class Store(Protocol):
         """
 
 
+class Turns:
+    """The next start reserved for each paced origin: a turn starts no
+    earlier than the last one allows.
+
+    Bounded by *max_origins*: past it the least recently paced origin goes,
+    unless its next start is still ahead (a turn promised to a waiting
+    request): such an origin goes to the back, a few per call, so the map
+    may exceed the bound by the origins with requests waiting.
+    """
+
+    #: Origins looked at per reservation when the map is full.
+    EVICTION_TRIES = 4
+
+    def __init__(self, max_origins: int) -> None:
+        self._next_starts: OrderedDict[str, float] = OrderedDict()
+        self.max_origins = max(1, max_origins)
+
+    def reserve(self, origin: str, spacing: float) -> float:
+        start = max(time.time(), self._next_starts.get(origin, 0.0))
+        self.reserved_until(origin, start + spacing)
+        return start
+
+    def next_start(self, origin: str) -> float:
+        """The earliest start of *origin*'s next turn (0.0 when none was reserved)."""
+        return self._next_starts.get(origin, 0.0)
+
+    def reserved_until(self, origin: str, next_start: float) -> None:
+        """Let the next turn start no earlier than *next_start*."""
+        next_starts = self._next_starts
+        next_starts[origin] = max(next_start, next_starts.pop(origin, 0.0))
+        now = time.time()
+        for _ in range(self.EVICTION_TRIES):
+            if len(next_starts) <= self.max_origins:
+                break
+            oldest, start = next_starts.popitem(last=False)
+            if start > now:
+                next_starts[oldest] = start
+
+
+# Every crawler of the process takes its turns from these: the sites see one
+# client, whichever spider asks (three spiders of one CrawlerProcess crawling
+# a site each paced alone: requests 0.0 s apart).
+_PROCESS_TURNS = Turns(1)
+
+
+def process_turns(max_origins: int) -> Turns:
+    """The turns of this process, bounded by the largest *max_origins* asked for."""
+    _PROCESS_TURNS.max_origins = max(_PROCESS_TURNS.max_origins, max_origins)
+    return _PROCESS_TURNS
+
+
 class MemoryStore:
-    """A bounded, least-recently-used map of origin states, and of the next
-    start reserved for each paced origin.
+    """A bounded, least-recently-used map of origin states, and the turns of
+    paced origins (those of the whole process, when built by ``from_crawler``).
 
     Bounded twice, whichever is reached first evicting the least recently
     used origin: ``ROBOTSTXT_MAX_ORIGINS`` origins (default 100,000) and
@@ -124,22 +175,21 @@ class MemoryStore:
     holds the state it refreshes, and stores the new one when it comes.
     """
 
-    #: Origins looked at per reservation when the map of next starts is full.
-    EVICTION_TRIES = 4
-
-    def __init__(self, max_origins: int, max_bytes: int = 512 * 2**20) -> None:
+    def __init__(self, max_origins: int, max_bytes: int = 512 * 2**20, turns: Turns | None = None) -> None:
         self._states: OrderedDict[str, tuple[OriginState, int]] = OrderedDict()
-        self._next_starts: OrderedDict[str, float] = OrderedDict()
         self._max_origins = max(1, max_origins)
         self._max_bytes = max_bytes
+        self._turns = turns or Turns(max_origins)
         self.nbytes = 0  # the bytes the states held are reckoned to take
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
+        max_origins = _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1)
         return cls(
-            _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1),
+            max_origins,
             int(_settings.number(settings, "ROBOTSTXT_MAX_ORIGINS_MB", 512, positive=True) * 2**20),
+            process_turns(max_origins),
         )
 
     def get(self, origin: str) -> OriginState | None:
@@ -166,30 +216,16 @@ class MemoryStore:
         return True  # the middleware never runs two fetches of one origin
 
     def reserve(self, origin: str, spacing: float) -> float:
-        start = max(time.time(), self._next_starts.get(origin, 0.0))
-        self.reserved_until(origin, start + spacing)
-        return start
+        return self._turns.reserve(origin, spacing)
 
     def next_start(self, origin: str) -> float:
         """The earliest start of *origin*'s next turn here (0.0 when none was reserved)."""
-        return self._next_starts.get(origin, 0.0)
+        return self._turns.next_start(origin)
 
     def reserved_until(self, origin: str, next_start: float) -> None:
         """Let the next turn here start no earlier than *next_start* (a
         shared store notes its reservations, to pace alone from them)."""
-        next_starts = self._next_starts
-        next_starts[origin] = max(next_start, next_starts.pop(origin, 0.0))
-        # Past the bound the least recently paced origin goes, unless its
-        # next start is still ahead: that is a turn promised to a waiting
-        # request. Such an origin goes to the back, a few per call, so the
-        # map may exceed the bound by the origins with requests waiting.
-        now = time.time()
-        for _ in range(self.EVICTION_TRIES):
-            if len(next_starts) <= self._max_origins:
-                break
-            oldest, start = next_starts.popitem(last=False)
-            if start > now:
-                next_starts[oldest] = start
+        self._turns.reserved_until(origin, next_start)
 
     def __len__(self) -> int:
         return len(self._states)

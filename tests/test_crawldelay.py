@@ -148,6 +148,25 @@ async def test_a_refresh_that_removes_the_crawl_delay_takes_effect_at_once(sites
 
 
 @pytest_twisted.ensureDeferred
+async def test_spiders_of_one_process_take_turns_at_a_site(sites):
+    """The site sees one client: three crawlers of one process (the demo
+    runs three spiders) each pacing it alone sent requests 0.0 s apart."""
+    from scrapy.crawler import CrawlerRunner
+    from twisted.internet import defer
+
+    from .crawling import RecordingSpider
+
+    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.3\n"))
+    runner = CrawlerRunner({**SETTINGS, "DOWNLOAD_DELAY_JITTER": 0})
+    crawls = [
+        runner.crawl(RecordingSpider, urls=[site.url(f"/{name}{i}") for i in range(3)], follow=False) for name in "abc"
+    ]
+    await defer.DeferredList(crawls, fireOnOneErrback=True)
+    assert len(site.gaps()) == 8
+    assert min(site.gaps()) >= 0.95 * 0.3, site.gaps()
+
+
+@pytest_twisted.ensureDeferred
 async def test_two_origins_of_one_host_are_paced_apart(sites):
     from .sites import serve
 
