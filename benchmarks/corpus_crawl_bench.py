@@ -76,7 +76,6 @@ OURS = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "scrapy_robots_coccoc.RobotsTxtMiddleware": 100,
     "scrapy_robots_coccoc.RobotsTxtBodyMiddleware": 595,
-    "scrapy_robots_coccoc.CrawlDelayMiddleware": 950,
 }
 CONFIGS: dict[str, dict[str, Any]] = {
     "paced": {"DOWNLOADER_MIDDLEWARES": OURS, "ROBOTSTXT_CRAWL_DELAY_ENABLED": True},

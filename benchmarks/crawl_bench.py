@@ -46,8 +46,6 @@ MIDDLEWARES = {
     "ours": {
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "scrapy_robots_coccoc.RobotsTxtMiddleware": 100,
-        "scrapy_robots_coccoc.RobotsTxtBodyMiddleware": 595,
-        "scrapy_robots_coccoc.CrawlDelayMiddleware": 950,
     },
     "stock": {},
 }

@@ -61,7 +61,6 @@ MIDDLEWARES: dict[str, dict[str, int | None]] = {
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "scrapy_robots_coccoc.RobotsTxtMiddleware": 100,
         "scrapy_robots_coccoc.RobotsTxtBodyMiddleware": 595,
-        "scrapy_robots_coccoc.CrawlDelayMiddleware": 950,
     },
     "stock": {},
 }

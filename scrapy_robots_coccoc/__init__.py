@@ -11,7 +11,7 @@ from ._ruleset import RequestRate, Rule, VisitTime
 if TYPE_CHECKING:
     from .addon import Addon
     from .body import RobotsTxtBodyMiddleware
-    from .middleware import CrawlDelayMiddleware, RobotsTxtMiddleware
+    from .middleware import RobotsTxtMiddleware
     from .robotparser import CocCocRobotParser
     from .sitemaps import RobotsSitemapMixin
 
@@ -20,7 +20,6 @@ __version__ = "0.2.0.dev0"
 __all__ = [
     "Addon",
     "CocCocRobotParser",
-    "CrawlDelayMiddleware",
     "Decision",
     "RequestRate",
     "RobotsSitemapMixin",
@@ -37,7 +36,6 @@ __all__ = [
 _LAZY = {
     "Addon": ".addon",
     "CocCocRobotParser": ".robotparser",
-    "CrawlDelayMiddleware": ".middleware",
     "RobotsTxtMiddleware": ".middleware",
     "RobotsSitemapMixin": ".sitemaps",
     "RobotsTxtBodyMiddleware": ".body",

@@ -10,7 +10,7 @@ from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as StockR
 
 from ._compat import STOCK_ROBOTSTXT_MIDDLEWARE
 from .body import RobotsTxtBodyMiddleware
-from .middleware import CrawlDelayMiddleware, RobotsTxtMiddleware
+from .middleware import RobotsTxtMiddleware
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -26,9 +26,6 @@ MIDDLEWARE_PRIORITY = 100
 #: Nearer the downloader than HttpCompressionMiddleware (590), so that a
 #: robots.txt body is bounded before anything inflates it.
 BODY_MIDDLEWARE_PRIORITY = 595
-#: Nearer the downloader than HttpCacheMiddleware (900), so that only
-#: requests that go to the network wait for their Crawl-delay turn.
-PACING_MIDDLEWARE_PRIORITY = 950
 
 
 class Addon:
@@ -60,7 +57,6 @@ class Addon:
         settings.set(name, middlewares, priority=settings.getpriority(name) or 0)
         settings.setdefault_in_component_priority_dict(name, RobotsTxtMiddleware, MIDDLEWARE_PRIORITY)
         settings.setdefault_in_component_priority_dict(name, RobotsTxtBodyMiddleware, BODY_MIDDLEWARE_PRIORITY)
-        settings.setdefault_in_component_priority_dict(name, CrawlDelayMiddleware, PACING_MIDDLEWARE_PRIORITY)
         if not settings.getbool("ROBOTSTXT_OBEY"):
             logger.info(
                 "ROBOTSTXT_OBEY is False: scrapy_robots_coccoc.Addon leaves robots.txt unobeyed",

@@ -1,8 +1,7 @@
-"""``RobotsTxtMiddleware``: decide every request by its origin's robots.txt;
-``CrawlDelayMiddleware``: pace the site by its Crawl-delay, nearer the
-downloader, where only requests that go to the network arrive.
+"""``RobotsTxtMiddleware``: decide every request by its origin's robots.txt
+and pace the site by its Crawl-delay.
 
-They only orchestrate: :mod:`.coordinator` knows each origin's state (and
+It only orchestrates: :mod:`.coordinator` knows each origin's state (and
 :mod:`.fetcher` fetches it), :mod:`.parking` lets waiting requests give back
 their downloader place, :mod:`.crawldelay` paces.
 """
@@ -10,9 +9,8 @@ their downloader place, :mod:`.crawldelay` paces.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, ClassVar
-from weakref import WeakKeyDictionary, WeakSet
+from typing import TYPE_CHECKING
+from weakref import WeakSet
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
@@ -35,20 +33,15 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from typing_extensions import Self
 
-    from ._robotstxt import RobotsTxt
     from .stores import OriginState, Store
 
 logger = logging.getLogger(__name__)
 
 COMPRESSION_MIDDLEWARE = "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware"
-PACING_MIDDLEWARE = "scrapy_robots_coccoc.CrawlDelayMiddleware"
 
 
 class RobotsTxtMiddleware:
     """A drop-in replacement for Scrapy's ``RobotsTxtMiddleware``."""
-
-    # The instance of each crawler, for its CrawlDelayMiddleware.
-    _of_crawler: ClassVar[WeakKeyDictionary[Crawler, RobotsTxtMiddleware]] = WeakKeyDictionary()
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
@@ -65,12 +58,11 @@ class RobotsTxtMiddleware:
         store: Store = build_from_crawler(
             load_object(settings.get("ROBOTSTXT_STORE", "scrapy_robots_coccoc.stores.MemoryStore")), crawler
         )
-        middlewares = _enabled_middlewares(crawler)
         fetcher = RobotsTxtFetcher(
             crawler,
             _settings.count(settings, "ROBOTSTXT_MAX_REDIRECTS", 5),
             max_retries,
-            self._check_middlewares(middlewares),
+            self._check_middlewares(crawler),
         )
         self._origins = OriginCoordinator(
             crawler,
@@ -98,36 +90,29 @@ class RobotsTxtMiddleware:
             if settings.getbool("ROBOTSTXT_CRAWL_DELAY_ENABLED", True)
             else None
         )
-        #: Whether CrawlDelayMiddleware takes the turns (else they are taken here).
-        self.paces_later = self._delays is not None and self._check_pacing(middlewares)
-        # Requests allowed here that wait for their turn there -> (origin, rules).
-        self._to_pace: WeakKeyDictionary[Request, tuple[str, RobotsTxt]] = WeakKeyDictionary()
         # Requests returned to the scheduler when the spider closed.
         self._sent_back: WeakSet[Request] = WeakSet()
         crawler.signals.connect(self._keep_open_while_fetching, signal=signals.spider_idle)
-        RobotsTxtMiddleware._of_crawler[crawler] = self
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    @classmethod
-    def of(cls, crawler: Crawler) -> RobotsTxtMiddleware | None:
-        """The crawler's instance, if one was built."""
-        return cls._of_crawler.get(crawler)
-
     @staticmethod
-    def _check_middlewares(names: list[str]) -> bool:
+    def _check_middlewares(crawler: Crawler) -> bool:
         """Warn about a setup that fetches robots.txt twice or unbounded;
         return whether :class:`RobotsTxtBodyMiddleware` bounds the body."""
+        enabled = build_component_list(crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
+        names = [name if isinstance(name, str) else f"{name.__module__}.{name.__qualname__}" for name in enabled]
         if _compat.STOCK_ROBOTSTXT_MIDDLEWARE in names:
             logger.warning(
                 "Scrapy's own RobotsTxtMiddleware is enabled beside scrapy_robots_coccoc's: every robots.txt "
                 "is fetched twice and both policies apply. Set DOWNLOADER_MIDDLEWARES[%r] = None.",
                 _compat.STOCK_ROBOTSTXT_MIDDLEWARE,
             )
+        body = f"{RobotsTxtBodyMiddleware.__module__}.{RobotsTxtBodyMiddleware.__qualname__}"
         public = "scrapy_robots_coccoc.RobotsTxtBodyMiddleware"
-        position = _position(names, RobotsTxtBodyMiddleware, public)
+        position = next((i for i, name in enumerate(names) if name in (body, public)), None)
         compression = names.index(COMPRESSION_MIDDLEWARE) if COMPRESSION_MIDDLEWARE in names else -1
         if position is None or position < compression:
             logger.warning(
@@ -139,59 +124,21 @@ class RobotsTxtMiddleware:
             return False
         return True
 
-    @staticmethod
-    def _check_pacing(names: list[str]) -> bool:
-        """Whether CrawlDelayMiddleware comes after ours to take the turns;
-        if not, they are taken here, and HTTP cache hits wait for them too."""
-        ours = _position(names, RobotsTxtMiddleware, "scrapy_robots_coccoc.RobotsTxtMiddleware")
-        pacing = _position(names, CrawlDelayMiddleware, PACING_MIDDLEWARE)
-        if pacing is not None and (ours is None or pacing > ours):
-            return True
-        logger.warning(
-            "%s is not enabled after scrapy_robots_coccoc.RobotsTxtMiddleware: Crawl-delay turns are taken by "
-            "RobotsTxtMiddleware, and responses from the HTTP cache wait for them too. Add "
-            "DOWNLOADER_MIDDLEWARES[%r] = 950, or enable scrapy_robots_coccoc.Addon.",
-            PACING_MIDDLEWARE,
-            PACING_MIDDLEWARE,
-        )
-        return False
-
     async def process_request(self, request: Request, spider: object = None) -> Request | Response | None:
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return None
-        return await self._handled(request, self._obey(request))
-
-    async def pace(self, request: Request) -> Request | None:
-        """Take the Crawl-delay turn of *request*, allowed here before
-        (nothing for one that was not, or whose origin is not paced)."""
-        paced = self._to_pace.pop(request, None)
-        if paced is None or self._delays is None:
-            return None
-        return await self._handled(request, self._delays.wait_turn(request, *paced, self._crawl_agent))
-
-    async def _obey(self, request: Request) -> None:
-        origin = self._origin_of(request)
-        state = self._origins.known(origin, request)
-        if state is None:
-            state = await self._parking.wait(request, self._origins.waiter(origin, request))
-        self._decide(request, origin, state)
-        if request.meta.get("robotstxt_only"):
-            # The request only wanted the origin's robots.txt known (the
-            # sitemap mixin seeds a crawl this way): nothing to download.
-            raise RobotsTxtOnly(f"robots.txt of {origin} known; robotstxt_only request not downloaded")
-        if self._delays is None or state.robots is None:
-            return
-        if self.paces_later:
-            self._to_pace[request] = (origin, state.robots)
-        else:
-            await self._delays.wait_turn(request, origin, state.robots, self._crawl_agent)
-
-    async def _handled(self, request: Request, waiting: Awaitable[None]) -> Request | None:
-        """Await *waiting* (a wait of *request* in our middlewares); a
-        request the closing spider stopped goes back to the scheduler, a
-        fault is counted and logged."""
         try:
-            await waiting
+            origin = self._origin_of(request)
+            state = self._origins.known(origin, request)
+            if state is None:
+                state = await self._parking.wait(request, self._origins.waiter(origin, request))
+            self._decide(request, origin, state)
+            if request.meta.get("robotstxt_only"):
+                # The request only wanted the origin's robots.txt known (the
+                # sitemap mixin seeds a crawl this way): nothing to download.
+                raise RobotsTxtOnly(f"robots.txt of {origin} known; robotstxt_only request not downloaded")
+            if self._delays is not None and state.robots is not None:
+                await self._delays.wait_turn(request, origin, state.robots, self._crawl_agent)
         except SpiderClosing:
             if request not in self._sent_back:
                 # Back to the scheduler: a persistent one keeps it for the next run.
@@ -265,35 +212,3 @@ class RobotsTxtMiddleware:
     def _keep_open_while_fetching(self) -> None:
         if self._origins.busy:
             raise DontCloseSpider
-
-
-def _enabled_middlewares(crawler: Crawler) -> list[str]:
-    """The enabled downloader middlewares, by import path, in order."""
-    enabled = build_component_list(crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
-    return [name if isinstance(name, str) else f"{name.__module__}.{name.__qualname__}" for name in enabled]
-
-
-def _position(names: list[str], cls: type, public: str) -> int | None:
-    """Where *cls* (by its module path or its *public* one) stands among *names*."""
-    paths = (f"{cls.__module__}.{cls.__qualname__}", public)
-    return next((i for i, name in enumerate(names) if name in paths), None)
-
-
-class CrawlDelayMiddleware:
-    """Takes the Crawl-delay turn of each request that
-    :class:`RobotsTxtMiddleware` allowed, nearer the downloader than
-    ``HttpCacheMiddleware`` (900): a response from the HTTP cache waits for
-    no turn, as it waits for no ``DOWNLOAD_DELAY``."""
-
-    def __init__(self, robots: RobotsTxtMiddleware) -> None:
-        self._robots = robots
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        robots = RobotsTxtMiddleware.of(crawler)
-        if robots is None or not robots.paces_later:
-            raise NotConfigured  # robots.txt not obeyed, pacing off, or taken in RobotsTxtMiddleware
-        return cls(robots)
-
-    async def process_request(self, request: Request, spider: object = None) -> Request | None:
-        return await self._robots.pace(request)

@@ -14,7 +14,6 @@ SETTINGS: dict[str, Any] = {
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "scrapy_robots_coccoc.RobotsTxtMiddleware": 100,
         "scrapy_robots_coccoc.RobotsTxtBodyMiddleware": 595,
-        "scrapy_robots_coccoc.CrawlDelayMiddleware": 950,
     },
     "ROBOTSTXT_USER_AGENT": "coccocbot-web",
     "TELNETCONSOLE_ENABLED": False,

@@ -15,7 +15,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from scrapy_robots_coccoc import Addon, CrawlDelayMiddleware, RobotsTxtBodyMiddleware, RobotsTxtMiddleware
+from scrapy_robots_coccoc import Addon, RobotsTxtBodyMiddleware, RobotsTxtMiddleware
 
 from .crawling import RecordingSpider, stat
 from .sites import LoopbackSite, robots
@@ -99,6 +99,5 @@ def test_priorities_the_project_gave_are_kept_and_the_stock_middleware_is_disabl
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "scrapy_robots_coccoc.RobotsTxtMiddleware": 50,
         "scrapy_robots_coccoc.RobotsTxtBodyMiddleware": None,
-        CrawlDelayMiddleware: 950,
     }
     assert settings.getpriority("ROBOTSTXT_OBEY") == 20  # the project's

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 
-import pytest
 import pytest_twisted
 
 from scrapy_robots_coccoc.crawldelay import CrawlDelays
@@ -105,7 +104,7 @@ class SlotMovingMiddleware:
 @pytest_twisted.ensureDeferred
 async def test_requests_moved_to_another_slot_after_pacing_are_counted_and_logged_once(sites, caplog):
     (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.2\n"))
-    middlewares = {**SETTINGS["DOWNLOADER_MIDDLEWARES"], f"{__name__}.SlotMovingMiddleware": 960}
+    middlewares = {**SETTINGS["DOWNLOADER_MIDDLEWARES"], f"{__name__}.SlotMovingMiddleware": 543}
     settings = {"DOWNLOADER_MIDDLEWARES": middlewares, "DOWNLOAD_DELAY_JITTER": 0}
     with caplog.at_level(logging.WARNING):
         crawler = await crawl(settings, urls=[site.url(p) for p in PAGES[:3]], follow=False)
@@ -146,34 +145,6 @@ async def test_a_refresh_that_removes_the_crawl_delay_takes_effect_at_once(sites
     gaps = site.gaps()
     assert gaps[0] >= 0.95  # paced first
     assert min(gaps[-3:]) < 0.3, gaps  # then not, once the refresh removed the delay
-
-
-@pytest_twisted.ensureDeferred
-async def test_responses_from_the_http_cache_wait_for_no_turn(sites, tmp_path):
-    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.5\n"))
-    urls = [site.url(p) for p in PAGES]
-    settings = {"HTTPCACHE_ENABLED": True, "HTTPCACHE_DIR": str(tmp_path), "DOWNLOAD_DELAY_JITTER": 0}
-    await crawl(settings, urls=urls, follow=False)
-    assert min(site.gaps()) >= 0.95 * 0.5
-    requested = site.paths()
-    start = time.monotonic()
-    again = await crawl(settings, urls=urls, follow=False)
-    assert sorted(again.spider.crawled) == sorted(urls)
-    assert site.paths() == requested  # every page and robots.txt from the cache
-    assert time.monotonic() - start < 3 * 0.5  # paced, they took 4 x 0.5 s
-
-
-@pytest.mark.parametrize("priority", [None, 50])
-@pytest_twisted.ensureDeferred
-async def test_without_the_pacing_middleware_after_ours_turns_are_taken_in_ours(sites, caplog, priority):
-    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.3\n"))
-    middlewares = {**SETTINGS["DOWNLOADER_MIDDLEWARES"], "scrapy_robots_coccoc.CrawlDelayMiddleware": priority}
-    settings = {"DOWNLOADER_MIDDLEWARES": middlewares, "DOWNLOAD_DELAY_JITTER": 0}
-    crawler = await crawl(settings, urls=[site.url(p) for p in PAGES], follow=False)
-    assert len(crawler.spider.crawled) == len(PAGES)
-    assert min(site.gaps()) >= 0.95 * 0.3
-    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert "CrawlDelayMiddleware" in warning and "HTTP cache" in warning
 
 
 @pytest_twisted.ensureDeferred
