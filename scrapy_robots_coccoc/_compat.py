@@ -21,7 +21,6 @@ from scrapy.core import downloader as downloader_module
 from scrapy.core.downloader import Downloader, Slot
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.core.engine import ExecutionEngine
-from scrapy.downloadermiddlewares.httpcache import HttpCacheMiddleware
 from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
 from scrapy.resolver import dnscache
 from scrapy.spiders import SitemapSpider
@@ -72,10 +71,6 @@ def check() -> None:
             (
                 "HttpProxyMiddleware's _auth_proxy meta key",
                 PROXY_AUTH_META in HttpProxyMiddleware._set_proxy_and_creds.__code__.co_consts,
-            ),
-            (
-                "HttpCacheMiddleware.policy, storage and ignore_missing",
-                {"policy", "storage", "ignore_missing"} <= set(HttpCacheMiddleware.__init__.__code__.co_names),
             ),
             ("SitemapSpider._cbs", "_cbs" in SitemapSpider.__init__.__code__.co_names),
             ("SitemapSpider._parse_sitemap", _has(SitemapSpider, "_parse_sitemap")),
@@ -183,23 +178,6 @@ def _seconds_until(call: Any) -> float:
     if delayed is None or not delayed.active():
         return 0.0
     return max(0.0, delayed.getTime() - delayed.seconds())  # on the clock of the reactor that scheduled it
-
-
-def http_cache_answers(engine: ExecutionEngine, request: Request) -> bool:
-    """Whether Scrapy's ``HttpCacheMiddleware`` will answer *request* itself,
-    with a fresh cached response (or an IgnoreRequest for a missing one
-    under ``HTTPCACHE_IGNORE_MISSING``): it then reaches no site. Read as
-    that middleware reads it, without its stats."""
-    cache = next((mw for mw in engine.downloader.middleware.middlewares if isinstance(mw, HttpCacheMiddleware)), None)
-    if cache is None or request.meta.get("dont_cache") or not cache.policy.should_cache_request(request):
-        return False
-    try:
-        cached = cache.storage.retrieve_response(engine.spider, request)
-    except Exception:
-        return False  # a miss to the middleware too, which logs it
-    if cached is None:
-        return cache.ignore_missing
-    return cache.policy.is_cached_response_fresh(cached, request)
 
 
 def proxy_refused(exc: BaseException) -> bool:

@@ -106,13 +106,10 @@ class CrawlDelays:
         written, delay = self.delay_for(robots, agent)
         if delay != self._announced.get(origin, 0.0):
             self._announce(origin, written, delay)
+        if not delay:
+            return
         engine = self._crawler.engine
         assert engine is not None
-        # A response from the HTTP cache reaches no site: it waits for no
-        # turn, as it waits for no DOWNLOAD_DELAY (6 cached pages at
-        # Crawl-delay 1 took 5.4 s, as long as the crawl that cached them).
-        if not delay or _compat.http_cache_answers(engine, request):
-            return
         park = True
         for tries in count(1):
             # Again at each try: with CONCURRENT_REQUESTS_PER_IP, a host's

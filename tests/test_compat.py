@@ -11,8 +11,6 @@ from scrapy.spiders import SitemapSpider
 
 from scrapy_robots_coccoc import _compat
 
-from .sites import LoopbackSite, robots
-
 
 def test_check_passes_on_the_installed_scrapy():
     _compat.check()
@@ -156,28 +154,3 @@ def test_the_dns_cache_is_where_moved_to_reads_it():
     from scrapy import resolver
 
     assert resolver.dnscache is _compat.dnscache and hasattr(resolver.dnscache, "get")
-
-
-@pytest_twisted.ensureDeferred
-async def test_http_cache_answers_reads_the_cache_as_its_middleware_does(sites, tmp_path):
-    """The internals http_cache_answers reads: with the HTTP cache on, a page
-    cached is answered, one never requested is not (unless missing pages are
-    ignored), and dont_cache is obeyed."""
-    from .crawling import SETTINGS, RecordingSpider
-
-    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow: /nothing\n")}))
-    answers: dict[str, bool] = {}
-
-    class Asking(RecordingSpider):
-        def parse(self, response):
-            engine = self.crawler.engine
-            for path, meta in (("/a", {}), ("/b", {}), ("/a", {"dont_cache": True})):
-                key = path + (" dont_cache" if meta else "")
-                answers[key] = _compat.http_cache_answers(engine, Request(site.url(path), meta=meta))
-            yield from ()
-
-    settings = {**SETTINGS, "HTTPCACHE_ENABLED": True, "HTTPCACHE_DIR": str(tmp_path)}
-    for ignore_missing in (False, True):
-        runner = CrawlerRunner({**settings, "HTTPCACHE_IGNORE_MISSING": ignore_missing})
-        await runner.crawl(Asking, urls=[site.url("/a")], follow=False)
-        assert answers == {"/a": True, "/b": ignore_missing, "/a dont_cache": False}

@@ -148,20 +148,6 @@ async def test_a_refresh_that_removes_the_crawl_delay_takes_effect_at_once(sites
 
 
 @pytest_twisted.ensureDeferred
-async def test_responses_from_the_http_cache_wait_for_no_turn(sites, tmp_path):
-    (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 0.5\n"))
-    urls = [site.url(p) for p in PAGES]
-    settings = {"HTTPCACHE_ENABLED": True, "HTTPCACHE_DIR": str(tmp_path), "DOWNLOAD_DELAY_JITTER": 0}
-    await crawl(settings, urls=urls, follow=False)
-    assert min(site.gaps()) >= 0.95 * 0.5
-    requested = site.paths()
-    start = time.monotonic()
-    again = await crawl(settings, urls=urls, follow=False)
-    assert sorted(again.spider.crawled) == sorted(urls)
-    assert site.paths() == requested  # every page and robots.txt from the cache
-    assert time.monotonic() - start < 3 * 0.5  # paced, they took 4 x 0.5 s
-
-
 async def test_spiders_of_one_process_take_turns_at_a_site(sites):
     """The site sees one client: three crawlers of one process (the demo
     runs three spiders) each pacing it alone sent requests 0.0 s apart."""
