@@ -25,6 +25,7 @@ from . import _compat
 from .exceptions import RobotsTxtFault
 from .fetcher import LocalFault, Rules, Unrestricted, describe
 from .origins import robots_url
+from .parking import SpiderClosing
 from .signals import robotstxt_sitemaps_found
 from .sitemaps import MAX_SITEMAPS, listed_sitemaps
 from .stores import MemoryStore, OriginState, turns_horizon
@@ -201,11 +202,13 @@ class OriginCoordinator:
 
     async def _fetch(self, origin: str, request: Request, stale: OriginState | None) -> None:
         """Run one fetch and release its waiters, whatever happens."""
-        result: OriginState | RobotsTxtFault = RobotsTxtFault(f"robots.txt of {origin}: fetch interrupted")
+        result: OriginState | RobotsTxtFault | SpiderClosing = RobotsTxtFault(
+            f"robots.txt of {origin}: fetch interrupted"
+        )
         try:
             result = await self._fetch_unless_a_peer_does(origin, request, stale)
-        except RobotsTxtFault as fault:
-            result = fault
+        except (RobotsTxtFault, SpiderClosing) as stopped:
+            result = stopped  # a closing spider sends its waiters back to the scheduler
         except Exception as exc:
             result = self._fault(origin, stale, LocalFault(describe(exc)))
             if isinstance(result, OriginState):
@@ -216,7 +219,7 @@ class OriginCoordinator:
             for waiter in self._waiters.pop(origin, ()):
                 if waiter.called:  # cancelled: its request left
                     continue
-                if isinstance(result, RobotsTxtFault):
+                if isinstance(result, (RobotsTxtFault, SpiderClosing)):
                     waiter.errback(result)
                 else:
                     waiter.callback(result)

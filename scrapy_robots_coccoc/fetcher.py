@@ -26,8 +26,8 @@ from . import _compat, _settings
 from ._content import MAX_DOWNLOAD_BYTES, complete_lines
 from ._robotstxt import MAX_BYTES, RobotsTxt
 from .body import parsed
-from .exceptions import RobotsTxtFault
 from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of, robots_url
+from .parking import SpiderClosing
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -194,9 +194,9 @@ class RobotsTxtFetcher:
         outcome: NoAnswer | LocalFault = LocalFault("not attempted")
         for _ in range(self._max_retries + 1):
             if _compat.engine_closing(engine):
-                # No retry or redirect hop once the spider closes: its
-                # requests went back to the scheduler, nothing is learnt.
-                raise RobotsTxtFault(f"{url}: fetch interrupted, the spider is closing")
+                # No retry or redirect hop once the spider closes: nothing is
+                # learnt, and the requests waiting go back to the scheduler.
+                raise SpiderClosing(f"{url}: fetch interrupted, the spider is closing")
             self._stats.inc_value("robotstxt/request_count")
             try:
                 response = await _compat.download(engine, self._request(url, trigger))

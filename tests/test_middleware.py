@@ -213,6 +213,29 @@ async def test_robotstxt_is_not_tried_again_once_the_spider_closed(sites, caplog
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_fetch_stopped_by_the_close_sends_its_waiters_back_to_the_scheduler(sites, tmp_path, monkeypatch):
+    """The fetch sees the close (its attempt timed out) before the watcher of
+    waiting requests does: the waiters got a fault and were lost to JOBDIR."""
+    from scrapy_robots_coccoc.parking import Parking
+
+    monkeypatch.setattr(Parking, "WATCH_SECONDS", 5.0)
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": [robots(RULES, delay=3), robots(RULES)]}))
+    urls = [site.url(f"/page/{i}") for i in range(3)]
+    settings = {
+        "JOBDIR": str(tmp_path / "job"),
+        "CLOSESPIDER_TIMEOUT": 0.3,
+        "DOWNLOAD_TIMEOUT": 0.5,
+        "ROBOTSTXT_MAX_RETRIES": 3,
+    }
+    first = await bounded_crawl(settings, urls=urls, follow=False, timeout=10)
+    assert first.spider.failures == {}
+    assert stat(first, "robotstxt/rescheduled_on_close") == len(urls)
+    assert stat(first, "robotstxt/request_count") == 1
+    second = await crawl({"JOBDIR": settings["JOBDIR"]}, urls=[], follow=False)
+    assert sorted(second.spider.crawled) == sorted(urls)
+
+
+@pytest_twisted.ensureDeferred
 async def test_a_paced_crawl_closes_about_as_fast_as_stock_scrapy(sites):
     ours_site, stock_site = sites(
         LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.4\n")}),
