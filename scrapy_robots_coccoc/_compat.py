@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from scrapy.signalmanager import SignalManager
 
 SCRAPY_VERSION = tuple(int(part) for part in re.findall(r"\d+", scrapy.__version__)[:2])
+#: Scrapy's own RobotsTxtMiddleware of these versions gives the parser to
+#: the first request waiting for a robots.txt fetch only: the others get
+#: None and go unchecked, whatever ``ROBOTSTXT_PARSER`` is (found on 2.14
+#: to 2.19, not on 2.13).
+STOCK_MIDDLEWARE_SKIPS_WAITERS = (2, 14) <= SCRAPY_VERSION <= (2, 19)
 
 #: Scrapy's own robots.txt middleware, which ours replaces.
 STOCK_ROBOTSTXT_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"

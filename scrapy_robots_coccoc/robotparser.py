@@ -3,16 +3,25 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
+from weakref import WeakSet
 
+import scrapy
 from scrapy.robotstxt import RobotParser
 from scrapy.utils.python import to_unicode
 
+from . import _compat
 from ._robotstxt import RobotsTxt
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from typing_extensions import Self
+
+logger = logging.getLogger(__name__)
+
+# Crawlers told that their Scrapy's middleware lets requests through unchecked.
+_warned: WeakSet[Crawler] = WeakSet()
 
 
 class CocCocRobotParser(RobotParser):
@@ -21,6 +30,14 @@ class CocCocRobotParser(RobotParser):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, robotstxt_body: bytes) -> Self:
+        if _compat.STOCK_MIDDLEWARE_SKIPS_WAITERS and crawler not in _warned:
+            _warned.add(crawler)
+            logger.warning(
+                "Scrapy %s's own RobotsTxtMiddleware lets requests that wait for a robots.txt fetch through "
+                "unchecked, whatever ROBOTSTXT_PARSER is: enable scrapy_robots_coccoc.Addon to obey robots.txt",
+                scrapy.__version__,
+                extra={"spider": crawler.spider},
+            )
         return cls(robotstxt_body)
 
     def allowed(self, url: str | bytes, user_agent: str | bytes) -> bool:

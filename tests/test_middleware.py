@@ -184,6 +184,18 @@ async def test_parser_backend_works_with_scrapys_own_middleware(sites):
 
 
 @pytest_twisted.ensureDeferred
+async def test_the_parser_backend_warns_where_scrapys_middleware_lets_waiting_requests_through(sites, caplog):
+    """Scrapy 2.14-2.19's own middleware gives the parser to the first request
+    waiting for robots.txt only: the warning is logged exactly where a
+    Disallow: / site's pages get through."""
+    (site,) = sites(site_with("User-agent: *\nDisallow: /\n"))
+    settings = {"DOWNLOADER_MIDDLEWARES": {}, "ROBOTSTXT_PARSER": "scrapy_robots_coccoc.CocCocRobotParser"}
+    crawler = await crawl(settings, urls=[site.url(f"/d{i}") for i in range(6)], follow=False)
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and "unchecked" in r.getMessage()]
+    assert len(warned) == (1 if crawler.spider.crawled else 0), crawler.spider.crawled
+
+
+@pytest_twisted.ensureDeferred
 async def test_requests_waiting_at_close_come_back_with_a_persistent_scheduler(sites, tmp_path):
     (site,) = sites(LoopbackSite(pages={"/robots.txt": [robots(RULES, delay=1.5), robots(RULES)]}))
     urls = [site.url(f"/page/{i}") for i in range(6)] + [site.url("/private/x")]
