@@ -216,9 +216,6 @@ class OriginCoordinator:
         finally:
             self._refreshing.pop(origin, None)
             self._silent_before.discard(origin)
-            if not isinstance(result, OriginState) and hasattr(self._store, "release"):
-                # Nothing stored: a peer may fetch it now, not when the claim expires.
-                self._call_store_later("release", origin)
             for waiter in self._waiters.pop(origin, ()):
                 if waiter.called:  # cancelled: its request left
                     continue

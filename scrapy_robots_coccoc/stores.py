@@ -79,10 +79,7 @@ class Store(Protocol):
 
     A store may also offer ``peek(origin) -> OriginState | None``: what this
     process knows without any I/O, so that a known origin's requests are
-    decided at once; None sends the middleware to ``get``. And
-    ``release(origin)``: this process's fetch of the origin ended with
-    nothing to store (the spider closed, or a fault of this machine), so
-    another worker may fetch it now rather than when the claim expires.
+    decided at once; None sends the middleware to ``get``.
     """
 
     def get(self, origin: str) -> MaybeAwaitable[OriginState | None]:
@@ -359,8 +356,6 @@ redis.call('SET', KEYS[1], string.format('%.6f', next), 'PX', math.ceil((next - 
 return {string.format('%.6f', start), string.format('%.6f', now), problem}
 """,
     "clock": "return redis.call('TIME')",
-    # A fetch ended with nothing to store: its lock goes.
-    "release": "return redis.call('DEL', KEYS[1])",
 }
 
 
@@ -511,11 +506,6 @@ class RedisStore:
             return self._local.reserve(origin, spacing)  # this worker alone, until Redis is back
         return self._reserve_shared(origin, spacing)
 
-    def release(self, origin: str) -> MaybeAwaitable[None]:
-        if self._down():
-            return None
-        return self._release_shared(origin)
-
     async def close(self) -> None:
         """Release the connections (and threads) when the engine stops."""
         await self._redis.close()
@@ -561,9 +551,6 @@ class RedisStore:
             return
         outcome = "unavailable" if state.unavailable else "rules" if state.robots is not None else "unrestricted"
         await self._run("store", keys, [outcome, body, repr(state.expires_at), ttl])
-
-    async def _release_shared(self, origin: str) -> None:
-        await self._run("release", [self._key(origin, "fetching")], [])
 
     async def _claim_shared(self, origin: str, seconds: float) -> bool:
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]

@@ -164,25 +164,6 @@ async def test_an_unbounded_download_timeout_still_bounds_the_fetch_lock(sites, 
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_fetch_that_ends_with_nothing_stored_releases_its_lock(sites, redis_server, caplog):
-    """A worker closing during a robots.txt fetch held the origin from its
-    peers until the lock expired (365 s with the defaults)."""
-    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow: /x\n", delay=3)}))
-    settings = {
-        "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
-        "REDIS_URL": redis_server.url,
-        "CLOSESPIDER_TIMEOUT": 0.3,
-        "DOWNLOAD_TIMEOUT": 0.5,
-        "ROBOTSTXT_MAX_RETRIES": 3,
-    }
-    crawler = await crawl(settings, urls=[site.url("/a")], follow=False)
-    assert stat(crawler, "robotstxt/rescheduled_on_close") == 1
-    assert redis_server.client.exists(key("fetching", site.url(""))) == 0
-    assert redis_server.client.exists(key("state", site.url(""))) == 0  # nothing learnt, nothing stored
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
-
-
-@pytest_twisted.ensureDeferred
 async def test_redis_failing_mid_crawl_warns_once_and_loses_no_request(sites, redis_server, caplog):
     paced, other = sites(site("User-agent: *\nCrawl-delay: 0.3\n", 6), site("User-agent: *\nDisallow: /p2\n", 3))
     paced.links["/"] += [other.url("/p1"), other.url("/p2")]
