@@ -230,7 +230,7 @@ class OriginCoordinator:
         worker stores."""
         interval, longest = PEER_POLL_SECONDS
         deadline = time.monotonic() + self._claim_seconds
-        while not await self._call_store("claim", True, origin, self._claim_seconds):
+        while not (claimed := await self._call_store("claim", True, origin, self._claim_seconds)):
             if time.monotonic() >= deadline:
                 break  # the peer is gone or stuck: fetch here
             await sleep(interval)
@@ -239,14 +239,22 @@ class OriginCoordinator:
             if state is not None and state.expires_at > time.time():
                 self._announce(origin, state, request)
                 return state
-        outcome = await self._fetcher.fetch(origin, request)
-        state = self._state_after(origin, outcome, stale)
-        # None: the rules of a kept state are those the store already holds.
-        body = outcome.body if isinstance(outcome, Rules) else None if state.robots is not None else b""
-        # Not awaited: the waiters need not wait for a shared store's round
-        # trip (a store keeps what it was given at once, as MemoryStore and
-        # RedisStore's local copy do).
-        self._call_store_later("set", origin, state, body)
+        stored = False
+        try:
+            outcome = await self._fetcher.fetch(origin, request)
+            state = self._state_after(origin, outcome, stale)
+            # None: the rules of a kept state are those the store already holds.
+            body = outcome.body if isinstance(outcome, Rules) else None if state.robots is not None else b""
+            # Not awaited: the waiters need not wait for a shared store's
+            # round trip (a store keeps what it was given at once, as
+            # MemoryStore and RedisStore's local copy do). It ends the claim.
+            self._call_store_later("set", origin, state, body)
+            stored = True
+        finally:
+            if claimed and not stored and hasattr(self._store, "release"):
+                # Nothing learnt (the spider closed, or a fault here): a peer
+                # may fetch the origin now, not when the claim expires.
+                self._call_store_later("release", origin)
         if isinstance(outcome, Rules):
             await self._parsed(origin, outcome, request)
         self._announce(origin, state, request)

@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
@@ -79,7 +79,10 @@ class Store(Protocol):
 
     A store may also offer ``peek(origin) -> OriginState | None``: what this
     process knows without any I/O, so that a known origin's requests are
-    decided at once; None sends the middleware to ``get``.
+    decided at once; None sends the middleware to ``get``. And
+    ``release(origin)``: the fetch this process claimed ended with nothing
+    to store (the spider closed, or a fault of this machine), so another
+    worker may fetch the origin now rather than when the claim expires.
     """
 
     def get(self, origin: str) -> MaybeAwaitable[OriginState | None]:
@@ -356,6 +359,8 @@ redis.call('SET', KEYS[1], string.format('%.6f', next), 'PX', math.ceil((next - 
 return {string.format('%.6f', start), string.format('%.6f', now), problem}
 """,
     "clock": "return redis.call('TIME')",
+    # A fetch ended with nothing to store: its lock goes.
+    "release": "return redis.call('DEL', KEYS[1])",
 }
 
 
@@ -439,6 +444,9 @@ class RedisStore:
         # reserves, and the origins with a call under way.
         self._queued: dict[str, tuple[float, list[Deferred[float]]]] = {}
         self._reserving: set[str] = set()
+        # Writes under way, which the middleware does not wait for: close
+        # waits for them, so that the connections do not go first.
+        self._writes: set[Deferred[None]] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -494,7 +502,7 @@ class RedisStore:
         self._local.set(origin, state)
         if self._down():
             return None
-        return self._set_shared(origin, state, body)
+        return self._written(self._set_shared(origin, state, body))
 
     def claim(self, origin: str, seconds: float) -> MaybeAwaitable[bool]:
         if self._down():
@@ -506,9 +514,32 @@ class RedisStore:
             return self._local.reserve(origin, spacing)  # this worker alone, until Redis is back
         return self._reserve_shared(origin, spacing)
 
+    def release(self, origin: str) -> MaybeAwaitable[None]:
+        if self._down():
+            return None
+        return self._written(self._run("release", [self._key(origin, "fetching")], []))
+
     async def close(self) -> None:
-        """Release the connections (and threads) when the engine stops."""
+        """Release the connections (and threads) when the engine stops, once
+        the writes under way are done: one made as the spider closed may
+        not have reached Redis yet (Scrapy 2.13 starts it a loop turn later)."""
+        if self._writes:
+            await maybe_deferred_to_future(DeferredList(list(self._writes)))
         await self._redis.close()
+
+    def _written(self, write: Coroutine[Any, Any, Any]) -> Deferred[None]:
+        """Start *write*, and have close wait for it. The caller's Deferred
+        cancels the write (a timeout) but does not hold close's."""
+        started: Deferred[Any] = deferred_from_coro(write)
+        self._writes.add(started)
+        started.addBoth(self._write_ended, started)
+        answer: Deferred[None] = Deferred(lambda _: started.cancel())
+        started.chainDeferred(answer)
+        return answer
+
+    def _write_ended(self, result: Any, write: Deferred[Any]) -> Any:
+        self._writes.discard(write)
+        return result
 
     async def _get_shared(self, origin: str, local: OriginState | None) -> OriginState | None:
         sent = time.time()

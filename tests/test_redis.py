@@ -164,6 +164,42 @@ async def test_an_unbounded_download_timeout_still_bounds_the_fetch_lock(sites, 
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_fetch_that_ends_with_nothing_stored_releases_its_lock(sites, redis_server, caplog):
+    """A worker closing during a robots.txt fetch held the origin from its
+    peers until the lock expired (365 s with the defaults)."""
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow: /x\n", delay=3)}))
+    settings = {
+        "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
+        "REDIS_URL": redis_server.url,
+        "CLOSESPIDER_TIMEOUT": 0.3,
+        "DOWNLOAD_TIMEOUT": 0.5,
+        "ROBOTSTXT_MAX_RETRIES": 3,
+    }
+    crawler = await crawl(settings, urls=[site.url("/a")], follow=False)
+    assert stat(crawler, "robotstxt/rescheduled_on_close") == 1
+    assert redis_server.client.exists(key("fetching", site.url(""))) == 0
+    assert redis_server.client.exists(key("state", site.url(""))) == 0  # nothing learnt, nothing stored
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_close_waits_for_the_writes_under_way(redis_server, new_store):
+    """Writes the middleware does not wait for, made as the spider closes,
+    reach Redis before the connections close (on Scrapy 2.13 the release
+    of a fetch lock had not even started when the store closed)."""
+    other = "https://example.org:443"
+    redis_server.client.set(key("fetching", other), "1", px=60_000)
+    with LatencyProxy(redis_server.port, 0.05) as proxy:
+        store = new_store(proxy.url())
+        state = OriginState(None, False, time.time() + 60)
+        writes = [store.set(ORIGIN, state, b""), store.release(other)]
+        await settle(store.close())
+    assert all(write.called for write in writes)
+    assert redis_server.client.hget(key("state"), "outcome") == b"unrestricted"
+    assert redis_server.client.exists(key("fetching", other)) == 0
+
+
+@pytest_twisted.ensureDeferred
 async def test_redis_failing_mid_crawl_warns_once_and_loses_no_request(sites, redis_server, caplog):
     paced, other = sites(site("User-agent: *\nCrawl-delay: 0.3\n", 6), site("User-agent: *\nDisallow: /p2\n", 3))
     paced.links["/"] += [other.url("/p1"), other.url("/p2")]
