@@ -13,6 +13,7 @@ import math
 import re
 import sys
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
 from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.task import deferLater
 
 from . import _settings
 from ._robotstxt import MAX_BYTES, RobotsTxt
@@ -82,7 +84,8 @@ class Store(Protocol):
     decided at once; None sends the middleware to ``get``. And
     ``release(origin)``: the fetch this process claimed ended with nothing
     to store (the spider closed, or a fault of this machine), so another
-    worker may fetch the origin now rather than when the claim expires.
+    worker may fetch the origin now rather than when the claim expires; a
+    claim this process does not hold (any more) stays.
     """
 
     def get(self, origin: str) -> MaybeAwaitable[OriginState | None]:
@@ -298,7 +301,8 @@ return 1
     # than ours is cut to ours, so that every lock ends. Returns {that,
     # Redis's clock (seconds, microseconds)}.
     # ARGV: now, lock milliseconds, the longest believable lifetime, the
-    # most bytes a field may hold (see "read").
+    # most bytes a field may hold (see "read"), the worker's token (the
+    # lock's value, so that a worker releases only its own lock).
     "claim": _LUA_NUMBER
     + _LUA_FITS
     + """
@@ -314,10 +318,10 @@ local function claim()
       return 0
     end
   end
-  if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 1 end
+  if redis.call('SET', KEYS[2], ARGV[5], 'NX', 'PX', ARGV[2]) then return 1 end
   local ttl = redis.call('PTTL', KEYS[2])
   if ttl == -1 then
-    redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+    redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[2])
     return 2
   end
   if ttl > tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
@@ -359,8 +363,14 @@ redis.call('SET', KEYS[1], string.format('%.6f', next), 'PX', math.ceil((next - 
 return {string.format('%.6f', start), string.format('%.6f', now), problem}
 """,
     "clock": "return redis.call('TIME')",
-    # A fetch ended with nothing to store: its lock goes.
-    "release": "return redis.call('DEL', KEYS[1])",
+    # A fetch ended with nothing to store: its lock goes, if it is still
+    # this worker's (ARGV: its token): it may have expired during the
+    # fetch and been taken by a peer, or never been ours (a claim that
+    # failed counts as granted).
+    "release": """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
+""",
 }
 
 
@@ -447,6 +457,7 @@ class RedisStore:
         # Writes under way, which the middleware does not wait for: close
         # waits for them, so that the connections do not go first.
         self._writes: set[Deferred[None]] = set()
+        self._token = uuid.uuid4().hex  # the value of this worker's fetch locks
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -517,13 +528,19 @@ class RedisStore:
     def release(self, origin: str) -> MaybeAwaitable[None]:
         if self._down():
             return None
-        return self._written(self._run("release", [self._key(origin, "fetching")], []))
+        return self._written(self._run("release", [self._key(origin, "fetching")], [self._token]))
 
     async def close(self) -> None:
         """Release the connections (and threads) when the engine stops, once
         the writes under way are done: one made as the spider closed may
-        not have reached Redis yet (Scrapy 2.13 starts it a loop turn later)."""
-        if self._writes:
+        not have reached Redis yet (Scrapy 2.13 starts it a loop turn later),
+        or not be made yet: under a non-asyncio reactor, a fetch ended by the
+        close resumes after engine_stopped was sent, so a reactor turn
+        goes first."""
+        from twisted.internet import reactor
+
+        await maybe_deferred_to_future(deferLater(reactor, 0))
+        while self._writes:
             await maybe_deferred_to_future(DeferredList(list(self._writes)))
         await self._redis.close()
 
@@ -534,7 +551,15 @@ class RedisStore:
         self._writes.add(started)
         started.addBoth(self._write_ended, started)
         answer: Deferred[None] = Deferred(lambda _: started.cancel())
-        started.chainDeferred(answer)
+
+        def relay(result: Any) -> None:
+            # Cancelled, the answer has failed already (CancelledError), and
+            # the write may end later (a task on the asyncio loop ends a
+            # turn after its cancellation): that end is nobody's business.
+            if not answer.called:
+                answer.callback(result)
+
+        started.addBoth(relay)
         return answer
 
     def _write_ended(self, result: Any, write: Deferred[Any]) -> Any:
@@ -586,7 +611,7 @@ class RedisStore:
     async def _claim_shared(self, origin: str, seconds: float) -> bool:
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]
         sent = time.time()
-        args = [repr(sent), max(1, int(seconds * 1000)), repr(self._max_age), MAX_BYTES]
+        args = [repr(sent), max(1, int(seconds * 1000)), repr(self._max_age), MAX_BYTES, self._token]
         answer = await self._run("claim", keys, args)
         if answer is None:
             return True  # Redis failed: fetch here

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from scrapy import Request, Spider
@@ -87,3 +91,15 @@ async def bounded_crawl(
 
 def stat(crawler: Crawler, key: str) -> Any:
     return crawler.stats.get_value(key)
+
+
+def run_script(script: str, *args: str) -> Any:
+    """Run the Python *script* in a process of its own (a crawl under
+    another reactor than the tests') from the project's root; return the
+    JSON it printed last."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", script, *args], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("{", "["))]
+    assert lines, (done.stdout[-2000:], done.stderr[-3000:])
+    return json.loads(lines[-1])

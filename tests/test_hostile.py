@@ -10,12 +10,10 @@ citizen inside Scrapy (one start-up WARNING, inherited meta, no ERROR logs).
 from __future__ import annotations
 
 import gzip
-import json
 import logging
 import os
 import socket
 import struct
-import subprocess
 import sys
 import textwrap
 import time
@@ -39,10 +37,9 @@ from scrapy_robots_coccoc.exceptions import RobotsTxtFault, RobotsTxtForbidden
 from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState
 
-from .crawling import SETTINGS, RecordingSpider, bounded_crawl, stat
+from .crawling import SETTINGS, RecordingSpider, bounded_crawl, run_script, stat
 from .sites import LoopbackSite, Page, robots
 
-ROOT = Path(__file__).resolve().parent.parent
 RULES = "User-agent: *\nDisallow: /private\n"
 
 
@@ -1147,13 +1144,7 @@ LOCAL_FAULT_SCRIPT = textwrap.dedent(
 def test_out_of_file_descriptors_is_a_local_fault_not_the_sites():
     """Real EMFILE: a crawl in a subprocess that has used up its descriptors
     when robots.txt is fetched."""
-    done = subprocess.run(
-        [sys.executable, "-c", LOCAL_FAULT_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert lines, (done.stdout[-2000:], done.stderr[-3000:])
-    result = json.loads(lines[-1])
+    result = run_script(LOCAL_FAULT_SCRIPT)
     failures, stats = result["failures"], result["stats"]
     site = "http://127.0.0.2:"
     first = {u: f for u, f in failures.items() if u.endswith(("/a", "/b", "/private/x"))}
@@ -1212,15 +1203,7 @@ CACHED_SCRIPT = textwrap.dedent(
 def test_a_fetch_answered_at_once_releases_its_first_request(tmp_path):
     """An HTTP cache hit under a non-asyncio reactor completes the robots.txt
     fetch before the request that started it has waited: it must get the rules."""
-    done = subprocess.run(
-        [sys.executable, "-c", CACHED_SCRIPT, str(tmp_path / "cache")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    runs = json.loads(done.stdout.splitlines()[-1])
+    runs = run_script(CACHED_SCRIPT, str(tmp_path / "cache"))
     for run in runs:
         assert len(run["crawled"]) == 2, run
         assert run["failures"] == {next(u for u in run["failures"] if u.endswith("/private/x")): "RobotsTxtForbidden"}
@@ -1310,9 +1293,5 @@ def test_a_close_while_the_store_paces_sends_the_requests_back_under_another_rea
     """Under a non-asyncio reactor the close's cancellation is Twisted's
     CancelledError, an Exception: it must not pass for a store failure
     (which would let the requests go out unpaced as the spider closes)."""
-    done = subprocess.run(
-        [sys.executable, "-c", SILENT_RESERVE_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.splitlines()[-1])
+    result = run_script(SILENT_RESERVE_SCRIPT)
     assert result == {"paths": ["/robots.txt"], "rescheduled": 3, "store_errors": 0}, result

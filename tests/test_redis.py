@@ -5,6 +5,7 @@ robots.txt state and Crawl-delay pacing through it."""
 
 from __future__ import annotations
 
+import gc
 import inspect
 import json
 import logging
@@ -13,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -22,15 +24,18 @@ import pytest
 import pytest_twisted
 from scrapy.settings import Settings
 from scrapy.utils.defer import deferred_from_coro
+from twisted.internet import defer
+from twisted.python import log as twisted_log
 
 from scrapy_robots_coccoc import RobotsTxt
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState, RedisStore, redis_client
 
-from .crawling import RecordingSpider, crawl, stat
-from .redis_worker import LagProbe, LatencyProxy
+from .crawling import RecordingSpider, crawl, run_script, stat
+from .redis_worker import SELECT_REACTOR, LagProbe, LatencyProxy
 from .sites import LoopbackSite, Page, robots
 
 ROOT = Path(__file__).resolve().parents[1]
+ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 
 pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
 
@@ -163,23 +168,52 @@ async def test_an_unbounded_download_timeout_still_bounds_the_fetch_lock(sites, 
     assert stat(crawler, "robotstxt/store_errors") is None
 
 
-@pytest_twisted.ensureDeferred
-async def test_a_fetch_that_ends_with_nothing_stored_releases_its_lock(sites, redis_server, caplog):
+# A worker whose spider closes during a robots.txt fetch, under the reactor
+# named: the keys left in Redis, and the WARNINGs we logged.
+STOPPED_FETCH_SCRIPT = textwrap.dedent(
+    """
+    import json, logging, sys
+    from scrapy.utils.reactor import install_reactor
+    install_reactor(sys.argv[2])
+    import redis
+    from twisted.internet import reactor
+    from twisted.internet.defer import ensureDeferred
+    from scrapy.crawler import CrawlerRunner
+    from tests.crawling import SETTINGS, RecordingSpider
+    from tests.sites import LoopbackSite, robots, serve
+
+    site = serve(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\\nDisallow: /x\\n", delay=3)}), "127.0.0.2")
+    settings = {**SETTINGS, "TWISTED_REACTOR": sys.argv[2], "REDIS_URL": sys.argv[1],
+                "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
+                "CLOSESPIDER_TIMEOUT": 0.3, "DOWNLOAD_TIMEOUT": 0.5, "ROBOTSTXT_MAX_RETRIES": 3}
+    warnings = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: warnings.append(record.getMessage())
+    logging.getLogger("scrapy_robots_coccoc").addHandler(handler)
+
+    async def main():
+        crawler = CrawlerRunner(settings).create_crawler(RecordingSpider)
+        await crawler.crawl(urls=[site.url("/a")], follow=False)
+        keys = redis.Redis.from_url(sys.argv[1]).keys("*")
+        print(json.dumps({"rescheduled": crawler.stats.get_value("robotstxt/rescheduled_on_close"),
+                          "keys": sorted(k.decode() for k in keys), "warnings": warnings}))
+
+    d = ensureDeferred(main())
+    d.addBoth(lambda r: (print(r, file=sys.stderr) if r is not None else None, reactor.stop()))
+    reactor.run()
+    """
+)
+
+
+@pytest.mark.parametrize("reactor", [ASYNCIO_REACTOR, SELECT_REACTOR])
+def test_a_fetch_that_ends_with_nothing_stored_releases_its_lock(redis_server, reactor):
     """A worker closing during a robots.txt fetch held the origin from its
-    peers until the lock expired (365 s with the defaults)."""
-    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow: /x\n", delay=3)}))
-    settings = {
-        "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
-        "REDIS_URL": redis_server.url,
-        "CLOSESPIDER_TIMEOUT": 0.3,
-        "DOWNLOAD_TIMEOUT": 0.5,
-        "ROBOTSTXT_MAX_RETRIES": 3,
-    }
-    crawler = await crawl(settings, urls=[site.url("/a")], follow=False)
-    assert stat(crawler, "robotstxt/rescheduled_on_close") == 1
-    assert redis_server.client.exists(key("fetching", site.url(""))) == 0
-    assert redis_server.client.exists(key("state", site.url(""))) == 0  # nothing learnt, nothing stored
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    peers until the lock expired (365 s with the defaults). Under the select
+    reactor the fetch ends after the engine stopped: the store closes after it."""
+    result = run_script(STOPPED_FETCH_SCRIPT, redis_server.url, reactor)
+    assert result["rescheduled"] == 1
+    assert result["keys"] == []  # no lock left, and nothing learnt, so nothing stored
+    assert result["warnings"] == []
 
 
 @pytest_twisted.ensureDeferred
@@ -188,15 +222,55 @@ async def test_close_waits_for_the_writes_under_way(redis_server, new_store):
     reach Redis before the connections close (on Scrapy 2.13 the release
     of a fetch lock had not even started when the store closed)."""
     other = "https://example.org:443"
-    redis_server.client.set(key("fetching", other), "1", px=60_000)
     with LatencyProxy(redis_server.port, 0.05) as proxy:
         store = new_store(proxy.url())
+        assert await settle(store.claim(other, 60)) is True
         state = OriginState(None, False, time.time() + 60)
         writes = [store.set(ORIGIN, state, b""), store.release(other)]
         await settle(store.close())
     assert all(write.called for write in writes)
     assert redis_server.client.hget(key("state"), "outcome") == b"unrestricted"
     assert redis_server.client.exists(key("fetching", other)) == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_worker_releases_only_its_own_lock(redis_server, new_store):
+    """A claim that failed counts as granted, and a lock may expire during a
+    long fetch and be taken by a peer: releasing it let a third worker fetch
+    while the peer still did."""
+    store, peer = new_store(), new_store()
+    assert await settle(peer.claim(ORIGIN, 60)) is True
+    await settle(store.release(ORIGIN))  # never granted to this worker
+    assert await settle(new_store().claim(ORIGIN, 60)) is False
+    redis_server.client.delete(key("fetching"))  # the peer's lock expired ...
+    assert await settle(store.claim(ORIGIN, 60)) is True  # ... this worker's claim ...
+    redis_server.client.delete(key("fetching"))  # ... expired too ...
+    assert await settle(peer.claim(ORIGIN, 60)) is True  # ... and the peer claimed again
+    await settle(store.release(ORIGIN))
+    assert await settle(new_store().claim(ORIGIN, 60)) is False
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_write_cancelled_by_its_timeout_ends_quietly(redis_server, new_store):
+    """The store timeout cancels a write, which on the asyncio loop ends a
+    turn later: that end was relayed to the cancelled caller again, an
+    AlreadyCalledError logged as an unhandled error in a Deferred."""
+    from twisted.internet import reactor
+
+    errors: list[dict[str, Any]] = []
+    twisted_log.addObserver(errors.append)
+    try:
+        with LatencyProxy(redis_server.port, 0.3) as proxy:
+            store = new_store(proxy.url())
+            answer = store.set(ORIGIN, OriginState(None, False, time.time() + 60), b"")
+            with pytest.raises(defer.TimeoutError):
+                await answer.addTimeout(0.05, reactor)
+            await settle(store.close())  # once the cancelled write has ended
+        del answer
+        gc.collect()
+    finally:
+        twisted_log.removeObserver(errors.append)
+    assert [twisted_log.textFromEventDict(e) for e in errors if e.get("isError")] == []
 
 
 @pytest_twisted.ensureDeferred
