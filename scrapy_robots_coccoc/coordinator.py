@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 
-from . import _compat
+from . import _compat, _loop
 from .exceptions import RobotsTxtFault
 from .fetcher import LocalFault, Rules, Unrestricted, describe
 from .origins import robots_url
@@ -233,7 +232,9 @@ class OriginCoordinator:
         while not (claimed := await self._call_store("claim", True, origin, self._claim_seconds)):
             if time.monotonic() >= deadline:
                 break  # the peer is gone or stuck: fetch here
-            await sleep(interval)
+            await _loop.sleep(interval)
+            if _compat.engine_closing(self._crawler.engine):
+                raise SpiderClosing(f"{origin}: no longer waiting for another worker's fetch, the spider is closing")
             interval = min(interval * 2, longest)
             state = await self._call_store("get", None, origin)
             if state is not None and state.expires_at > time.time():
@@ -386,9 +387,7 @@ class OriginCoordinator:
         ``ROBOTSTXT_STORE_TIMEOUT``; its failure is a WARNING and *default*.
         A cancellation is not a failure: the waiting request is leaving (the
         spider closes), and must learn it rather than go on unpaced."""
-        from twisted.internet import reactor
-
-        bounded = deferred_from_coro(answer).addTimeout(self._store_seconds, reactor, onTimeoutCancel=_timed_out)
+        bounded = deferred_from_coro(answer).addTimeout(self._store_seconds, _loop.clock(), onTimeoutCancel=_timed_out)
         try:
             return await maybe_deferred_to_future(bounded)
         except CancelledError:
@@ -439,10 +438,3 @@ def _timed_out(result: Any, timeout: float) -> Any:
 def _finite(value: Any) -> bool:
     """Whether a store's answer is a finite number of seconds."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-async def sleep(seconds: float) -> None:
-    """Wait without blocking the reactor."""
-    from twisted.internet import reactor
-
-    await maybe_deferred_to_future(deferLater(reactor, seconds))

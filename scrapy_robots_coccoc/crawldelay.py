@@ -19,7 +19,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
-from . import _compat
+from . import _compat, _loop
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -152,12 +152,10 @@ class CrawlDelays:
 
     async def _slot_ready(self, engine: ExecutionEngine, request: Request, key: str, park: bool) -> None:
         """Wait until the downloader slot of *request* (*key*) would start it at once."""
-        from twisted.internet import reactor
-
         while True:
             hold = _compat.slot_hold(engine, request)
             if hold > 0:
-                await self._parking.wait(request, deferLater(reactor, hold), park=park)
+                await self._parking.wait(request, deferLater(_loop.clock(), hold), park=park)
             elif self._slot_full(engine, request, key):
                 await self._wait_for_room(request, key, park)
             else:
@@ -167,11 +165,9 @@ class CrawlDelays:
         """Wait until a request leaves the slot *key*, or a while in any case
         (a request on its way to the slot that a later middleware replaced
         never arrives nor leaves)."""
-        from twisted.internet import reactor
-
         room: Deferred[None] = Deferred()
         self._rooms.setdefault(key, []).append(room)
-        room.addTimeout(self.ROOM_RECHECK_SECONDS, reactor, onTimeoutCancel=_look_again)
+        room.addTimeout(self.ROOM_RECHECK_SECONDS, _loop.clock(), onTimeoutCancel=_look_again)
         try:
             await self._parking.wait(request, room, park=park)
         finally:
@@ -240,11 +236,9 @@ class CrawlDelays:
 
     async def _turn(self, reserved: float | Deferred[float | None] | None) -> float | None:
         """Wait for the store's answer, then until the turn it gives starts."""
-        from twisted.internet import reactor
-
         start = await maybe_deferred_to_future(reserved) if isinstance(reserved, Deferred) else reserved
         if start is not None and start > time.time():
-            await maybe_deferred_to_future(deferLater(reactor, start - time.time()))
+            await _loop.sleep(start - time.time())
         return start
 
     def _announce(self, origin: str, written: float, delay: float) -> None:

@@ -77,6 +77,15 @@ def _load_classes(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
 
 
 _NO_ANSWER = _load_classes(_NO_ANSWER_NAMES)
+# No connection could be made: through a proxy, the proxy's failure.
+_NOT_CONNECTED = _load_classes(
+    (
+        "scrapy.exceptions.CannotResolveHostError",
+        "scrapy.exceptions.DownloadConnectionRefusedError",
+        "twisted.internet.error.DNSLookupError",
+        "twisted.internet.error.ConnectError",
+    )
+)
 # The project's DOWNLOAD_MAXSIZE refused the body (Scrapy 2.15+; without
 # RobotsTxtBodyMiddleware, which lifts it): no rules to read, as with
 # Scrapy's own middleware, rather than a fault retried every minute.
@@ -139,10 +148,14 @@ def is_local(exc: BaseException) -> bool:
     return False
 
 
-def classify(exc: BaseException) -> NoAnswer | LocalFault:
-    """The outcome of a download that raised *exc*."""
+def classify(exc: BaseException, proxy: str | None = None) -> NoAnswer | LocalFault:
+    """The outcome of a download that raised *exc*, through *proxy* if any:
+    a proxy that cannot be reached says nothing of the site (a dead proxy
+    made its sites unavailable for an hour, for every worker)."""
     if is_local(exc) or not isinstance(exc, _NO_ANSWER) or _compat.proxy_refused(exc):
         return LocalFault(describe(exc))
+    if proxy and isinstance(exc, _NOT_CONNECTED):
+        return LocalFault(f"proxy {proxy} unreachable: {describe(exc)}")
     return NoAnswer(describe(exc))
 
 
@@ -163,6 +176,7 @@ class RobotsTxtFetcher:
         # stay in force: it is then the only bound on a compressed body.
         self._bounded_body = bounded_body
         self._agent = _settings.robot_agent(crawler.settings)
+        self._download_timeout = _settings.number(crawler.settings, "DOWNLOAD_TIMEOUT", 180)
         crawler.signals.connect(self._stop_at_bound, signal=signals.bytes_received)
 
     async def fetch(self, origin: str, trigger: Request) -> FetchOutcome:
@@ -198,8 +212,9 @@ class RobotsTxtFetcher:
                 # learnt, and the requests waiting go back to the scheduler.
                 raise SpiderClosing(f"{url}: fetch interrupted, the spider is closing")
             self._stats.inc_value("robotstxt/request_count")
+            request = self._request(url, trigger)
             try:
-                response = await _compat.download(engine, self._request(url, trigger))
+                response = await _compat.download(engine, request)
             except IgnoreRequest as exc:
                 # Another middleware refused the fetch (the HTTP cache in
                 # offline mode, say): the project's choice, as with Scrapy's
@@ -209,7 +224,9 @@ class RobotsTxtFetcher:
                 return Unrestricted(None, f"robots.txt refused by DOWNLOAD_MAXSIZE ({describe(exc)})")
             except Exception as exc:
                 self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
-                outcome = classify(exc)
+                # The proxy of the request as sent (HttpProxyMiddleware sets
+                # the project's), not only the one the page carried.
+                outcome = classify(exc, request.meta.get("proxy"))
                 if isinstance(outcome, LocalFault):
                     if followed and isinstance(exc, ValueError):
                         # Scrapy cannot request the URL (credentials in
@@ -237,6 +254,10 @@ class RobotsTxtFetcher:
             # must not cancel the download before its first byte.
             meta.update(download_maxsize=0, download_warnsize=0)
         meta.update({key: trigger.meta[key] for key in INHERITED_META if key in trigger.meta})
+        if "download_timeout" in meta:
+            # One page's shorter timeout (a quick probe) must not decide that
+            # the whole origin does not answer: at least the project's.
+            meta["download_timeout"] = max(meta["download_timeout"], self._download_timeout)
         # Uncompressed: the 500 KiB cut then applies to the text itself.
         headers = {b"Accept-Encoding": b"identity"}
         credentials = trigger.headers.get(b"Proxy-Authorization")

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# The dont_filter of a request sent back to the scheduler at close.
+_SENT_BACK_DONT_FILTER = "_robotstxt_dont_filter"
+
 COMPRESSION_MIDDLEWARE = "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware"
 
 
@@ -125,6 +128,11 @@ class RobotsTxtMiddleware:
         return True
 
     async def process_request(self, request: Request, spider: object = None) -> Request | Response | None:
+        if _SENT_BACK_DONT_FILTER in request.meta:
+            # Back from a close (another run of the job, another worker): its
+            # own dont_filter again, or its redirects would pass the
+            # duplicate and offsite filters for ever after.
+            request.dont_filter = request.meta.pop(_SENT_BACK_DONT_FILTER)
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return None
         try:
@@ -143,7 +151,8 @@ class RobotsTxtMiddleware:
             if request not in self._sent_back:
                 # Back to the scheduler: a persistent one keeps it for the next run.
                 self._stats.inc_value("robotstxt/rescheduled_on_close")
-                returned = request.replace(dont_filter=True)
+                returned = request.replace(dont_filter=True)  # it was let through once already
+                returned.meta[_SENT_BACK_DONT_FILTER] = request.dont_filter
                 self._sent_back.add(returned)
                 return returned
             # Downloaded outside the scheduler (a media pipeline, ``scrapy
@@ -207,7 +216,7 @@ class RobotsTxtMiddleware:
         agent = request.meta.get("robotstxt_user_agent") or self._user_agent
         if not agent:
             agent = request.headers.get(b"User-Agent") or self._default_user_agent
-        return to_unicode(agent)
+        return to_unicode(agent, errors="replace")  # a header may hold any bytes
 
     def _keep_open_while_fetching(self) -> None:
         if self._origins.busy:

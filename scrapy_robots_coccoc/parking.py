@@ -22,9 +22,9 @@ from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.task import LoopingCall, deferLater
+from twisted.internet.task import deferLater
 
-from . import _compat
+from . import _compat, _loop
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -66,7 +66,7 @@ class Parking:
         # Requests done waiting, in turn for a place in the downloader.
         self._returning: deque[tuple[Request, Deferred[None]]] = deque()
         self._closing = False
-        self._watch = LoopingCall(self._look_around)
+        self._watch: _loop.Timer | None = None  # the next look around, while requests wait
         crawler.signals.connect(self._on_departure, signal=signals.request_left_downloader)
         crawler.signals.connect(self._keep_open, signal=signals.spider_idle)
         crawler.signals.connect(self._stop_watching, signal=signals.spider_closed)
@@ -94,8 +94,8 @@ class Parking:
                 self._counted.add(request)
                 self._crawler.stats.inc_value("robotstxt/parked")
             self._leave_soon(request)
-        if not self._watch.running:
-            self._watch.start(self.WATCH_SECONDS, now=False)
+        if self._watch is None:
+            self._watch = _loop.call_later(self.WATCH_SECONDS, self._look_around)
         try:
             try:
                 result = await maybe_deferred_to_future(deferred)
@@ -123,9 +123,7 @@ class Parking:
         in one turn and stall the reactor for tenths of a second; this way
         a turn lets at most ``CONCURRENT_REQUESTS`` in."""
         if not self._leaving:
-            from twisted.internet import reactor
-
-            deferLater(reactor, 0, self._leave)
+            deferLater(_loop.clock(), 0, self._leave)
         self._leaving.add(request)
 
     def _leave(self) -> None:
@@ -165,6 +163,7 @@ class Parking:
         self._admit(departing=1)
 
     def _look_around(self) -> None:
+        self._watch = None
         if _compat.engine_closing(self._crawler.engine):
             self._closing = True
             for deferred in [*self._waiting.values(), *(turn for _, turn in self._returning)]:
@@ -172,8 +171,8 @@ class Parking:
             self._returning.clear()
         else:
             self._admit()
-        if not self:
-            self._stop_watching()
+        if self:
+            self._watch = _loop.call_later(self.WATCH_SECONDS, self._look_around)
 
     def _keep_open(self) -> None:
         if self:
@@ -181,5 +180,6 @@ class Parking:
             raise DontCloseSpider
 
     def _stop_watching(self) -> None:
-        if self._watch.running:
-            self._watch.stop()
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None

@@ -17,15 +17,16 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
 
 from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet import defer
 from twisted.internet.defer import Deferred, DeferredList
-from twisted.internet.task import deferLater
 
-from . import _settings
+from . import _loop, _settings
 from ._robotstxt import MAX_BYTES, RobotsTxt
 from .body import parsed
 
@@ -368,7 +369,7 @@ return {string.format('%.6f', start), string.format('%.6f', now), problem}
     # fetch and been taken by a peer, or never been ours (a claim that
     # failed counts as granted).
     "release": """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('TYPE', KEYS[1]).ok ~= 'string' or redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 return redis.call('DEL', KEYS[1])
 """,
 }
@@ -401,6 +402,9 @@ class RedisStore:
     """
 
     RETRY_SECONDS = 5.0
+    #: The longest close waits for the calls and fetch locks under way (a
+    #: fetch that the close ended releases its lock within a turn or two).
+    CLOSE_SECONDS = 3.0
     #: Threads of the pool that runs the blocking client (other reactors).
     THREADS = 8
     #: Reservations tried before a late one is returned all the same.
@@ -454,9 +458,11 @@ class RedisStore:
         # reserves, and the origins with a call under way.
         self._queued: dict[str, tuple[float, list[Deferred[float]]]] = {}
         self._reserving: set[str] = set()
-        # Writes under way, which the middleware does not wait for: close
-        # waits for them, so that the connections do not go first.
-        self._writes: set[Deferred[None]] = set()
+        # Calls under way, and fetch locks Redis gave this worker that no
+        # set or release ended yet: close waits for them, so that the
+        # connections do not go first (the middleware waits for no write).
+        self._under_way = _UnderWay()
+        self._held: set[str] = set()
         self._token = uuid.uuid4().hex  # the value of this worker's fetch locks
 
     @classmethod
@@ -511,6 +517,7 @@ class RedisStore:
 
     def set(self, origin: str, state: OriginState, body: bytes | None = b"") -> MaybeAwaitable[None]:
         self._local.set(origin, state)
+        self._let_go(origin)
         if self._down():
             return None
         return self._written(self._set_shared(origin, state, body))
@@ -526,30 +533,40 @@ class RedisStore:
         return self._reserve_shared(origin, spacing)
 
     def release(self, origin: str) -> MaybeAwaitable[None]:
+        self._let_go(origin)
         if self._down():
             return None
         return self._written(self._run("release", [self._key(origin, "fetching")], [self._token]))
 
     async def close(self) -> None:
         """Release the connections (and threads) when the engine stops, once
-        the writes under way are done: one made as the spider closed may
-        not have reached Redis yet (Scrapy 2.13 starts it a loop turn later),
-        or not be made yet: under a non-asyncio reactor, a fetch ended by the
-        close resumes after engine_stopped was sent, so a reactor turn
-        goes first."""
-        from twisted.internet import reactor
-
-        await maybe_deferred_to_future(deferLater(reactor, 0))
-        while self._writes:
-            await maybe_deferred_to_future(DeferredList(list(self._writes)))
+        the calls under way are done and the fetch locks held are let go:
+        a write made as the spider closed may not have reached Redis yet
+        (Scrapy 2.13 starts it a loop turn later), or not be made yet (under
+        a non-asyncio reactor, a fetch ended by the close resumes after
+        engine_stopped was sent, so a turn goes first; a claim granted as
+        the spider closed is released after it). At most CLOSE_SECONDS: a
+        lock held longer expires on its own."""
+        await _loop.sleep(0)
+        give_up = time.monotonic() + self.CLOSE_SECONDS
+        # Again after each wake-up: an ending call may start another.
+        while self._under_way and (left := give_up - time.monotonic()) > 0:
+            with suppress(defer.TimeoutError):
+                await maybe_deferred_to_future(self._under_way.done().addTimeout(left, _loop.clock()))
+        if self._under_way:
+            logger.warning(
+                "Redis store closed with %d calls or fetch locks still under way after %s s",
+                len(self._under_way),
+                self.CLOSE_SECONDS,
+            )
         await self._redis.close()
 
     def _written(self, write: Coroutine[Any, Any, Any]) -> Deferred[None]:
         """Start *write*, and have close wait for it. The caller's Deferred
         cancels the write (a timeout) but does not hold close's."""
+        self._under_way.begin()
         started: Deferred[Any] = deferred_from_coro(write)
-        self._writes.add(started)
-        started.addBoth(self._write_ended, started)
+        started.addBoth(self._under_way.end)
         answer: Deferred[None] = Deferred(lambda _: started.cancel())
 
         def relay(result: Any) -> None:
@@ -562,9 +579,11 @@ class RedisStore:
         started.addBoth(relay)
         return answer
 
-    def _write_ended(self, result: Any, write: Deferred[Any]) -> Any:
-        self._writes.discard(write)
-        return result
+    def _let_go(self, origin: str) -> None:
+        """The fetch of *origin* ended: a lock held for it is done with."""
+        if origin in self._held:
+            self._held.remove(origin)
+            self._under_way.end()
 
     async def _get_shared(self, origin: str, local: OriginState | None) -> OriginState | None:
         sent = time.time()
@@ -619,6 +638,9 @@ class RedisStore:
         self._read_clock(sent, int(redis_seconds) + int(redis_microseconds) / 1e6)
         if claimed == 2:
             self._unreadable(origin, "lock", "a fetch lock without expiry, taken over", None)
+        if claimed and origin not in self._held:
+            self._held.add(origin)
+            self._under_way.begin()
         return claimed != 0
 
     async def _reserve_shared(self, origin: str, spacing: float) -> float:
@@ -710,6 +732,13 @@ class RedisStore:
 
     async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
         """Run one script; None (and one warning per outage) when Redis fails."""
+        self._under_way.begin()
+        try:
+            return await self._run_now(script, keys, args)
+        finally:
+            self._under_way.end()
+
+    async def _run_now(self, script: str, keys: list[str], args: list[Any]) -> Any:
         began = time.monotonic()
         try:
             answer = await self._redis.run(script, keys, args)
@@ -817,6 +846,39 @@ def _finite(raw: bytes | None) -> float | None:
         return None
     value = float(raw)
     return value if math.isfinite(value) else None
+
+
+class _UnderWay:
+    """How many things are under way, and Deferreds that fire when none is."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._waiting: list[Deferred[None]] = []
+
+    def __len__(self) -> int:
+        return self._count
+
+    def begin(self) -> None:
+        self._count += 1
+
+    def end(self, result: Any = None) -> Any:
+        """One thing ended (a Deferred's callback: *result* passes through)."""
+        self._count -= 1
+        if not self._count:
+            waiting, self._waiting = self._waiting, []
+            for done in waiting:
+                if not done.called:  # cancelled by its timeout
+                    done.callback(None)
+        return result
+
+    def done(self) -> Deferred[None]:
+        """A Deferred that fires once nothing is under way."""
+        done: Deferred[None] = Deferred()
+        if self._count:
+            self._waiting.append(done)
+        else:
+            done.callback(None)
+        return done
 
 
 class _AsyncioRedis:

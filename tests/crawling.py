@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+import pytest
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler, CrawlerRunner
 from scrapy.utils.defer import deferred_from_coro
+
+#: Whether this Scrapy can crawl without a Twisted reactor (2.15+).
+REACTORLESS_SCRAPY = find_spec("scrapy.utils.reactorless") is not None
 
 SETTINGS: dict[str, Any] = {
     "ROBOTSTXT_OBEY": True,
@@ -93,13 +98,23 @@ def stat(crawler: Crawler, key: str) -> Any:
     return crawler.stats.get_value(key)
 
 
-def run_script(script: str, *args: str) -> Any:
-    """Run the Python *script* in a process of its own (a crawl under
-    another reactor than the tests') from the project's root; return the
-    JSON it printed last."""
+def run_python(*args: str) -> Any:
+    """Run Python with *args* (``-c`` and a script, or ``-m`` and a module)
+    in a process of its own (a crawl under another reactor than the tests',
+    or none) from the project's root; return the JSON it printed last."""
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-c", script, *args], cwd=root, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, *args], cwd=root, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith(("{", "["))]
     assert lines, (done.stdout[-2000:], done.stderr[-3000:])
     return json.loads(lines[-1])
+
+
+def run_reactorless(*args: str) -> Any:
+    """``tests.reactorless_crawl`` run with *args*; skips the test where this
+    Scrapy's HTTP download handler without a reactor needs a library that
+    is not installed (httpx on Scrapy 2.15-2.18)."""
+    result = run_python("-m", "tests.reactorless_crawl", *args)
+    if any("NotSupported" in key for key in result["stats"]):
+        pytest.skip(f"no HTTP download handler without a reactor here: {result['warnings']}")
+    return result

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+from itertools import pairwise
 
+import pytest
 import pytest_twisted
 
 from scrapy_robots_coccoc.crawldelay import CrawlDelays
 
-from .crawling import SETTINGS, crawl, stat
+from .crawling import REACTORLESS_SCRAPY, SETTINGS, crawl, run_reactorless, stat
 from .sites import LoopbackSite, Page, robots
 
 PAGES = [f"/p{i}" for i in range(4)]
@@ -294,3 +296,19 @@ async def test_two_paced_origins_sharing_a_delayed_slot_each_keep_their_delay(si
         two.port.stopListening()
     assert len(crawler.spider.crawled) == 10
     assert min(one.gaps() + two.gaps()) >= 0.475, (one.gaps(), two.gaps())
+
+
+@pytest.mark.skipif(not REACTORLESS_SCRAPY, reason="TWISTED_REACTOR_ENABLED arrived in Scrapy 2.15")
+def test_a_crawl_without_a_reactor_is_decided_and_paced():
+    """With ``TWISTED_REACTOR_ENABLED = False`` our timers were the reactor's:
+    importing it failed where Scrapy forbids it (``scrapy crawl``: the
+    middlewares could not be built), and elsewhere installed a reactor that
+    never ran (the first Crawl-delay turn never came: the crawl hung)."""
+    result = run_reactorless("0")
+    assert result["crawled"] == ["/a", "/b", "/c"]
+    assert result["stats"]["robotstxt/forbidden"] == 1
+    assert result["stats"]["robotstxt/request_count"] == 1
+    pages = [at for at, path in result["served"] if path != "/robots.txt"]
+    gaps = [b - a for a, b in pairwise(pages)]
+    assert min(gaps) >= 0.285 and max(gaps) < 1.0, gaps
+    assert result["warnings"] == []

@@ -37,7 +37,7 @@ from scrapy_robots_coccoc.exceptions import RobotsTxtFault, RobotsTxtForbidden
 from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState
 
-from .crawling import SETTINGS, RecordingSpider, bounded_crawl, run_script, stat
+from .crawling import SETTINGS, RecordingSpider, bounded_crawl, run_python, stat
 from .sites import LoopbackSite, Page, robots
 
 RULES = "User-agent: *\nDisallow: /private\n"
@@ -986,6 +986,41 @@ async def test_a_proxy_refusing_a_tunnel_is_a_local_fault_not_a_silent_site(site
     assert proxy.paths() == [f"CONNECT {target.removeprefix('https://')}"]
 
 
+@pytest_twisted.ensureDeferred
+async def test_an_unreachable_proxy_is_a_local_fault_not_a_silent_site(sites):
+    """A refused connection to the page's proxy was the site's silence: its
+    pages were dropped for an hour (for every worker, with a shared store)."""
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(RULES)}))
+    dead = f"http://127.0.0.50:{unused_port('127.0.0.50')}"  # nothing listens there
+    urls = [site.url("/a"), site.url("/private/x")]
+    crawler = await bounded_crawl(urls=urls, follow=False, meta={"proxy": dead})
+    assert all(isinstance(crawler.spider.failures[url], RobotsTxtFault) for url in urls), crawler.spider.failures
+    assert "unreachable" in str(crawler.spider.failures[urls[0]])
+    assert stat(crawler, "robotstxt/local_faults") == 1
+    assert stat(crawler, "robotstxt/unavailable/events") is None
+    assert site.paths() == []
+
+
+class QuickProbeFirstSpider(RecordingSpider):
+    """The first request is a quick probe, with a short download_timeout."""
+
+    async def start(self):
+        for index, url in enumerate(self.urls):
+            yield Request(url, meta={"download_timeout": 0.3} if index == 0 else {}, errback=self.failed)
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_pages_short_timeout_does_not_decide_for_the_origin(sites):
+    """robots.txt inherited the probe's 0.3 s: a site answering in 0.6 s was
+    unavailable for an hour, every page dropped."""
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(RULES, delay=0.6)}))
+    urls = [site.url(f"/page/{index}") for index in range(3)] + [site.url("/private/x")]
+    crawler = await bounded_crawl(spider=QuickProbeFirstSpider, urls=urls, follow=False)
+    assert sorted(crawler.spider.crawled) == sorted(urls[:-1])
+    assert list(crawler.spider.failures) == [urls[-1]]
+    assert stat(crawler, "robotstxt/request_count") == 1
+
+
 # --- bounded concurrency after parking -------------------------------------------
 
 
@@ -1144,7 +1179,7 @@ LOCAL_FAULT_SCRIPT = textwrap.dedent(
 def test_out_of_file_descriptors_is_a_local_fault_not_the_sites():
     """Real EMFILE: a crawl in a subprocess that has used up its descriptors
     when robots.txt is fetched."""
-    result = run_script(LOCAL_FAULT_SCRIPT)
+    result = run_python("-c", LOCAL_FAULT_SCRIPT)
     failures, stats = result["failures"], result["stats"]
     site = "http://127.0.0.2:"
     first = {u: f for u, f in failures.items() if u.endswith(("/a", "/b", "/private/x"))}
@@ -1203,7 +1238,7 @@ CACHED_SCRIPT = textwrap.dedent(
 def test_a_fetch_answered_at_once_releases_its_first_request(tmp_path):
     """An HTTP cache hit under a non-asyncio reactor completes the robots.txt
     fetch before the request that started it has waited: it must get the rules."""
-    runs = run_script(CACHED_SCRIPT, str(tmp_path / "cache"))
+    runs = run_python("-c", CACHED_SCRIPT, str(tmp_path / "cache"))
     for run in runs:
         assert len(run["crawled"]) == 2, run
         assert run["failures"] == {next(u for u in run["failures"] if u.endswith("/private/x")): "RobotsTxtForbidden"}
@@ -1293,5 +1328,5 @@ def test_a_close_while_the_store_paces_sends_the_requests_back_under_another_rea
     """Under a non-asyncio reactor the close's cancellation is Twisted's
     CancelledError, an Exception: it must not pass for a store failure
     (which would let the requests go out unpaced as the spider closes)."""
-    result = run_script(SILENT_RESERVE_SCRIPT)
+    result = run_python("-c", SILENT_RESERVE_SCRIPT)
     assert result == {"paths": ["/robots.txt"], "rescheduled": 3, "store_errors": 0}, result

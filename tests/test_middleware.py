@@ -12,6 +12,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro
 
 from scrapy_robots_coccoc import _compat
+from scrapy_robots_coccoc.exceptions import RobotsTxtForbidden
 
 from .crawling import RecordingSpider, bounded_crawl, crawl, stat
 from .sites import LoopbackSite, Page, robots
@@ -207,6 +208,53 @@ async def test_requests_waiting_at_close_come_back_with_a_persistent_scheduler(s
     second = await crawl({"JOBDIR": settings["JOBDIR"]}, urls=[], follow=False)
     assert sorted(second.spider.crawled) == sorted(urls[:-1])
     assert list(second.spider.failures) == [site.url("/private/x")]
+
+
+class FilteredSpider(RecordingSpider):
+    """Requests as Scrapy makes them by default: through the filters."""
+
+    allowed_domains = ["127.0.0.2"]
+
+    async def start(self):
+        for url in self.urls:
+            yield Request(url, errback=self.failed)
+
+
+@pytest_twisted.ensureDeferred
+async def test_requests_sent_back_at_close_come_back_filtered_as_before(sites, tmp_path):
+    """A request sent back kept the dont_filter=True that let it through the
+    scheduler again: after a resume its redirects passed the duplicate and
+    offsite filters (a page downloaded 5 times, pages of another site)."""
+    site, other = sites(
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.5\n")}),
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow:\n")}),
+    )
+    for index in range(4):
+        site.pages[f"/old/{index}"] = Page(b"", status=301, headers={"Location": "/new"})
+        site.pages[f"/out/{index}"] = Page(b"", status=302, headers={"Location": other.url(f"/landing/{index}")})
+    urls = [site.url("/new"), *(site.url(f"/{kind}/{i}") for kind in ("old", "out") for i in range(4))]
+    settings = {"JOBDIR": str(tmp_path / "job"), "DOWNLOAD_DELAY_JITTER": 0}
+    first = await crawl({**settings, "CLOSESPIDER_TIMEOUT": 1.2}, spider=FilteredSpider, urls=urls, follow=False)
+    assert stat(first, "robotstxt/rescheduled_on_close")
+    second = await crawl(settings, spider=FilteredSpider, urls=[], follow=False)
+    assert [*first.spider.crawled, *second.spider.crawled] == [site.url("/new")]
+    assert other.paths() == []
+
+
+class LatinAgentSpider(RecordingSpider):
+    async def start(self):
+        for url in self.urls:
+            yield Request(url, headers={"User-Agent": b"caf\xe9bot/1.0"}, errback=self.failed)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_user_agent_header_of_any_bytes_is_decided(sites):
+    """Not UTF-8, it failed every request with a UnicodeDecodeError."""
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow: /private\n")}))
+    urls = [site.url("/a"), site.url("/private/x")]
+    crawler = await crawl({"ROBOTSTXT_USER_AGENT": None}, spider=LatinAgentSpider, urls=urls, follow=False)
+    assert crawler.spider.crawled == [urls[0]]
+    assert isinstance(crawler.spider.failures[urls[1]], RobotsTxtForbidden)
 
 
 @pytest_twisted.ensureDeferred

@@ -30,7 +30,7 @@ from twisted.python import log as twisted_log
 from scrapy_robots_coccoc import RobotsTxt
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState, RedisStore, redis_client
 
-from .crawling import RecordingSpider, crawl, run_script, stat
+from .crawling import REACTORLESS_SCRAPY, RecordingSpider, crawl, run_python, run_reactorless, stat
 from .redis_worker import SELECT_REACTOR, LagProbe, LatencyProxy
 from .sites import LoopbackSite, Page, robots
 
@@ -210,9 +210,18 @@ def test_a_fetch_that_ends_with_nothing_stored_releases_its_lock(redis_server, r
     """A worker closing during a robots.txt fetch held the origin from its
     peers until the lock expired (365 s with the defaults). Under the select
     reactor the fetch ends after the engine stopped: the store closes after it."""
-    result = run_script(STOPPED_FETCH_SCRIPT, redis_server.url, reactor)
+    result = run_python("-c", STOPPED_FETCH_SCRIPT, redis_server.url, reactor)
     assert result["rescheduled"] == 1
     assert result["keys"] == []  # no lock left, and nothing learnt, so nothing stored
+    assert result["warnings"] == []
+
+
+@pytest.mark.skipif(not REACTORLESS_SCRAPY, reason="TWISTED_REACTOR_ENABLED arrived in Scrapy 2.15")
+def test_without_a_reactor_a_fetch_ended_by_the_close_releases_its_lock(redis_server):
+    """With no reactor, close waited for a reactor turn that never came."""
+    result = run_reactorless("3", redis_server.url)
+    assert result["stats"]["robotstxt/rescheduled_on_close"] == 4
+    assert result["keys"] == []
     assert result["warnings"] == []
 
 
@@ -248,6 +257,58 @@ async def test_a_worker_releases_only_its_own_lock(redis_server, new_store):
     assert await settle(peer.claim(ORIGIN, 60)) is True  # ... and the peer claimed again
     await settle(store.release(ORIGIN))
     assert await settle(new_store().claim(ORIGIN, 60)) is False
+
+
+@pytest_twisted.ensureDeferred
+async def test_release_leaves_a_lock_of_another_type_alone(redis_server, new_store, caplog):
+    redis_server.client.hset(key("fetching"), "worker", "1")  # another version's, or a hand's
+    store = new_store()
+    await settle(store.release(ORIGIN))  # WRONGTYPE was an outage: 5 s without sharing
+    assert warnings_of(caplog) == []
+    assert redis_server.client.type(key("fetching")) == b"hash"
+
+
+@pytest_twisted.ensureDeferred
+async def test_close_waits_for_a_claim_granted_as_it_came_and_its_release(redis_server, new_store, caplog):
+    """A claim under way when the store closed lost its connection after
+    Redis had granted it: the release that the ended fetch made next was
+    skipped (Redis taken for down), and the lock held its lifetime."""
+    with LatencyProxy(redis_server.port, 0.1) as proxy:
+        store = new_store(proxy.url())
+        claim = deferred_from_coro(store.claim(ORIGIN, 60))
+        closed = deferred_from_coro(store.close())
+        assert await claim is True
+        store.release(ORIGIN)  # the fetch, ended by the close, lets go
+        await closed
+    assert redis_server.client.exists(key("fetching")) == 0
+    assert warnings_of(caplog) == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_close_waits_for_a_held_lock_at_most_close_seconds(redis_server, new_store, caplog):
+    store = new_store()
+    store.CLOSE_SECONDS = 0.2
+    assert await settle(store.claim(ORIGIN, 60)) is True  # and never set or released
+    began = time.monotonic()
+    await settle(store.close())
+    assert time.monotonic() - began < 1.0
+    (warning,) = warnings_of(caplog)
+    assert "1 calls or fetch locks still under way" in warning
+    assert redis_server.client.pttl(key("fetching")) > 0  # expires on its own
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_fetch_waiting_for_a_peer_stops_when_the_spider_closes(sites, redis_server, caplog):
+    """It went on polling Redis after the close, until the peer's lock expired."""
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow: /x\n")}))
+    redis_server.client.set(key("fetching", site.url("")), "peer", px=60_000)
+    settings = {"ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore", "REDIS_URL": redis_server.url}
+    crawler = await crawl({**settings, "CLOSESPIDER_TIMEOUT": 0.3}, urls=[site.url("/a")], follow=False)
+    assert stat(crawler, "robotstxt/rescheduled_on_close") == 1
+    commands = redis_server.client.info("stats")["total_commands_processed"]
+    await sleep(0.5)
+    assert redis_server.client.info("stats")["total_commands_processed"] == commands + 1  # this INFO's own
+    assert warnings_of(caplog) == []
 
 
 @pytest_twisted.ensureDeferred

@@ -1,0 +1,83 @@
+"""Time on the loop that runs the crawl: Twisted's reactor, or, when Scrapy
+runs without one (``TWISTED_REACTOR_ENABLED = False``, Scrapy 2.15+), the
+asyncio loop behind the same interface. Every timer of ours is set through
+:func:`clock`: importing the reactor there installs one that never runs
+(its timers never fire: the crawl hangs), or, under ``AsyncCrawlerProcess``,
+fails."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.task import deferLater
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from twisted.internet.interfaces import IReactorTime
+
+
+def clock() -> IReactorTime:
+    """The reactor if one is installed, else the running asyncio loop's clock."""
+    if "twisted.internet.reactor" in sys.modules:
+        from twisted.internet import reactor
+
+        return cast("IReactorTime", reactor)
+    return cast("IReactorTime", _AsyncioClock(asyncio.get_running_loop()))
+
+
+class Timer(Protocol):
+    """A pending call (a Twisted ``DelayedCall``, or ours on asyncio)."""
+
+    def active(self) -> bool: ...
+
+    def cancel(self) -> None: ...
+
+
+def call_later(seconds: float, func: Callable[[], object]) -> Timer:
+    """Call *func* in *seconds*."""
+    time: Any = clock()  # IReactorTime's methods are typed without self
+    return cast("Timer", time.callLater(seconds, func))
+
+
+async def sleep(seconds: float) -> None:
+    """Wait without blocking the loop."""
+    await maybe_deferred_to_future(deferLater(clock(), max(0.0, seconds)))
+
+
+class _AsyncioClock:
+    """What Twisted's timers (``deferLater``, ``Deferred.addTimeout``) ask
+    of a reactor, on an asyncio loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def seconds(self) -> float:
+        return self._loop.time()
+
+    def callLater(self, delay: float, callable: Callable[..., Any], *args: Any, **kw: Any) -> _Timer:
+        return _Timer(self._loop, delay, lambda: callable(*args, **kw))
+
+
+class _Timer:
+    """A pending call on an asyncio loop: as much of a Twisted
+    ``IDelayedCall`` as Twisted's timers use."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, delay: float, call: Callable[[], object]) -> None:
+        self._done = False
+        self._call = call
+        self._handle = loop.call_later(max(0.0, delay), self._run)
+
+    def _run(self) -> None:
+        self._done = True
+        self._call()
+
+    def active(self) -> bool:
+        return not self._done
+
+    def cancel(self) -> None:
+        self._done = True
+        self._handle.cancel()
