@@ -77,13 +77,18 @@ def _load_classes(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
 
 
 _NO_ANSWER = _load_classes(_NO_ANSWER_NAMES)
-# No connection could be made: through a proxy, the proxy's failure.
+# No connection could be made: through a proxy, the proxy's failure. Not
+# Twisted's ConnectError as a whole: its TimeoutError (a download timeout
+# before Scrapy 2.15) and SSLError are the site's, through a proxy too.
 _NOT_CONNECTED = _load_classes(
     (
         "scrapy.exceptions.CannotResolveHostError",
         "scrapy.exceptions.DownloadConnectionRefusedError",
+        "twisted.internet.error.ConnectionRefusedError",
         "twisted.internet.error.DNSLookupError",
-        "twisted.internet.error.ConnectError",
+        "twisted.internet.error.NoRouteError",
+        "twisted.internet.error.TCPTimedOutError",
+        "twisted.internet.error.UnknownHostError",
     )
 )
 # The project's DOWNLOAD_MAXSIZE refused the body (Scrapy 2.15+; without

@@ -171,7 +171,7 @@ class Parking:
             self._returning.clear()
         else:
             self._admit()
-        if self:
+        if self and self._watch is None:  # a request admitted above may have waited again already
             self._watch = _loop.call_later(self.WATCH_SECONDS, self._look_around)
 
     def _keep_open(self) -> None:

@@ -517,10 +517,10 @@ class RedisStore:
 
     def set(self, origin: str, state: OriginState, body: bytes | None = b"") -> MaybeAwaitable[None]:
         self._local.set(origin, state)
-        self._let_go(origin)
-        if self._down():
-            return None
-        return self._written(self._set_shared(origin, state, body))
+        try:
+            return None if self._down() else self._written(self._set_shared(origin, state, body))
+        finally:
+            self._let_go(origin)  # once the write is under way, which a close then waits for
 
     def claim(self, origin: str, seconds: float) -> MaybeAwaitable[bool]:
         if self._down():
@@ -533,10 +533,14 @@ class RedisStore:
         return self._reserve_shared(origin, spacing)
 
     def release(self, origin: str) -> MaybeAwaitable[None]:
-        self._let_go(origin)
-        if self._down():
-            return None
-        return self._written(self._run("release", [self._key(origin, "fetching")], [self._token]))
+        try:
+            return (
+                None
+                if self._down()
+                else self._written(self._run("release", [self._key(origin, "fetching")], [self._token]))
+            )
+        finally:
+            self._let_go(origin)  # once the write is under way, which a close then waits for
 
     async def close(self) -> None:
         """Release the connections (and threads) when the engine stops, once
@@ -631,17 +635,25 @@ class RedisStore:
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]
         sent = time.time()
         args = [repr(sent), max(1, int(seconds * 1000)), repr(self._max_age), MAX_BYTES, self._token]
-        answer = await self._run("claim", keys, args)
-        if answer is None:
-            return True  # Redis failed: fetch here
-        claimed, redis_seconds, redis_microseconds = answer
-        self._read_clock(sent, int(redis_seconds) + int(redis_microseconds) / 1e6)
-        if claimed == 2:
-            self._unreadable(origin, "lock", "a fetch lock without expiry, taken over", None)
-        if claimed and origin not in self._held:
-            self._held.add(origin)
-            self._under_way.begin()
-        return claimed != 0
+        # Under way from the call to the lock held (or refused): between the
+        # two, a close resumed at once (non-asyncio reactors) saw nothing.
+        self._under_way.begin()
+        held = False
+        try:
+            answer = await self._run("claim", keys, args)
+            if answer is None:
+                return True  # Redis failed: fetch here
+            claimed, redis_seconds, redis_microseconds = answer
+            self._read_clock(sent, int(redis_seconds) + int(redis_microseconds) / 1e6)
+            if claimed == 2:
+                self._unreadable(origin, "lock", "a fetch lock without expiry, taken over", None)
+            held = bool(claimed) and origin not in self._held
+            if held:
+                self._held.add(origin)  # under way until set or release lets go
+            return claimed != 0
+        finally:
+            if not held:
+                self._under_way.end()
 
     async def _reserve_shared(self, origin: str, spacing: float) -> float:
         """A turn from Redis. Turns asked for at once are reserved together,

@@ -33,7 +33,7 @@ from twisted.web.server import NOT_DONE_YET, Site
 from scrapy_robots_coccoc import _compat
 from scrapy_robots_coccoc._content import inflate
 from scrapy_robots_coccoc._robotstxt import MAX_BYTES
-from scrapy_robots_coccoc.exceptions import RobotsTxtFault, RobotsTxtForbidden
+from scrapy_robots_coccoc.exceptions import OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden
 from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState
 
@@ -999,6 +999,25 @@ async def test_an_unreachable_proxy_is_a_local_fault_not_a_silent_site(sites):
     assert stat(crawler, "robotstxt/local_faults") == 1
     assert stat(crawler, "robotstxt/unavailable/events") is None
     assert site.paths() == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_site_silent_behind_a_live_proxy_is_a_silent_site(sites):
+    """Scrapy 2.13's download timeout is a Twisted ConnectError: through a
+    proxy it passed for the proxy's failure."""
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(RULES)}))
+    with socket.socket() as proxy:  # accepts, never answers
+        proxy.bind(("127.0.0.60", 0))
+        proxy.listen(8)
+        address = f"http://127.0.0.60:{proxy.getsockname()[1]}"
+        crawler = await bounded_crawl(
+            {"DOWNLOAD_TIMEOUT": 0.5, "ROBOTSTXT_MAX_RETRIES": 0},
+            urls=[site.url("/a")],
+            follow=False,
+            meta={"proxy": address},
+        )
+    assert isinstance(crawler.spider.failures[site.url("/a")], OriginUnavailable), crawler.spider.failures
+    assert stat(crawler, "robotstxt/local_faults") is None
 
 
 class QuickProbeFirstSpider(RecordingSpider):

@@ -284,6 +284,45 @@ async def test_close_waits_for_a_claim_granted_as_it_came_and_its_release(redis_
     assert warnings_of(caplog) == []
 
 
+# The same under the select reactor, where a close resumes at once when
+# the last call under way ends: JSON of whether the claim was granted and
+# the keys left.
+CLAIM_AT_CLOSE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from scrapy.utils.reactor import install_reactor
+    install_reactor("twisted.internet.selectreactor.SelectReactor")
+    import redis
+    from scrapy.settings import Settings
+    from twisted.internet import reactor
+    from twisted.internet.defer import ensureDeferred
+    from scrapy_robots_coccoc.stores import MemoryStore, RedisStore, redis_client
+    from tests.redis_worker import LatencyProxy, SELECT_REACTOR
+
+    async def main():
+        with LatencyProxy(int(sys.argv[2]), 0.1) as proxy:
+            settings = Settings({"TWISTED_REACTOR": SELECT_REACTOR, "REDIS_URL": proxy.url()})
+            store = RedisStore(redis_client(settings), MemoryStore(100))
+            claim = ensureDeferred(store.claim("https://example.com:443", 60))
+            closed = ensureDeferred(store.close())
+            granted = await claim
+            released = store.release("https://example.com:443")
+            await closed
+            await released
+        keys = redis.Redis.from_url(sys.argv[1]).keys("*")
+        print(json.dumps({"granted": granted, "keys": [key.decode() for key in keys]}))
+
+    ensureDeferred(main()).addBoth(lambda r: (print(r, file=sys.stderr) if r is not None else None, reactor.stop()))
+    reactor.run()
+    """
+)
+
+
+def test_close_waits_for_a_claim_granted_as_it_came_under_the_select_reactor(redis_server):
+    result = run_python("-c", CLAIM_AT_CLOSE_SCRIPT, redis_server.url, str(redis_server.port))
+    assert result == {"granted": True, "keys": []}
+
+
 @pytest_twisted.ensureDeferred
 async def test_close_waits_for_a_held_lock_at_most_close_seconds(redis_server, new_store, caplog):
     store = new_store()
