@@ -876,12 +876,19 @@ class _UnderWay:
     def end(self, result: Any = None) -> Any:
         """One thing ended (a Deferred's callback: *result* passes through)."""
         self._count -= 1
-        if not self._count:
-            waiting, self._waiting = self._waiting, []
-            for done in waiting:
-                if not done.called:  # cancelled by its timeout
-                    done.callback(None)
+        if not self._count and self._waiting:
+            # A turn later, if nothing started meanwhile: the caller this end
+            # resumes may make its next call at once (a read, then a claim).
+            _loop.call_later(0, self._settle)
         return result
+
+    def _settle(self) -> None:
+        if self._count:
+            return
+        waiting, self._waiting = self._waiting, []
+        for done in waiting:
+            if not done.called:  # cancelled by its timeout
+                done.callback(None)
 
     def done(self) -> Deferred[None]:
         """A Deferred that fires once nothing is under way."""

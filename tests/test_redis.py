@@ -285,8 +285,8 @@ async def test_close_waits_for_a_claim_granted_as_it_came_and_its_release(redis_
 
 
 # The same under the select reactor, where a close resumes at once when
-# the last call under way ends: JSON of whether the claim was granted and
-# the keys left.
+# the last call under way ends (a read, before the claim that follows it):
+# JSON of whether the claim was granted and the keys left.
 CLAIM_AT_CLOSE_SCRIPT = textwrap.dedent(
     """
     import json, sys
@@ -303,7 +303,11 @@ CLAIM_AT_CLOSE_SCRIPT = textwrap.dedent(
         with LatencyProxy(int(sys.argv[2]), 0.1) as proxy:
             settings = Settings({"TWISTED_REACTOR": SELECT_REACTOR, "REDIS_URL": proxy.url()})
             store = RedisStore(redis_client(settings), MemoryStore(100))
-            claim = ensureDeferred(store.claim("https://example.com:443", 60))
+            async def read_then_claim():  # as a fetch waiting for a peer does
+                await store.get("https://example.com:443")
+                return await store.claim("https://example.com:443", 60)
+
+            claim = ensureDeferred(read_then_claim())
             closed = ensureDeferred(store.close())
             granted = await claim
             released = store.release("https://example.com:443")
