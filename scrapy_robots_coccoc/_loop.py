@@ -32,8 +32,6 @@ def clock() -> IReactorTime:
 class Timer(Protocol):
     """A pending call (a Twisted ``DelayedCall``, or ours on asyncio)."""
 
-    def active(self) -> bool: ...
-
     def cancel(self) -> None: ...
 
 

@@ -22,7 +22,6 @@ from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.task import deferLater
 
 from . import _compat, _loop
 
@@ -94,8 +93,7 @@ class Parking:
                 self._counted.add(request)
                 self._crawler.stats.inc_value("robotstxt/parked")
             self._leave_soon(request)
-        if self._watch is None:
-            self._watch = _loop.call_later(self.WATCH_SECONDS, self._look_around)
+        self._watch_soon()
         try:
             try:
                 result = await maybe_deferred_to_future(deferred)
@@ -123,7 +121,7 @@ class Parking:
         in one turn and stall the reactor for tenths of a second; this way
         a turn lets at most ``CONCURRENT_REQUESTS`` in."""
         if not self._leaving:
-            deferLater(_loop.clock(), 0, self._leave)
+            _loop.call_later(0, self._leave)
         self._leaving.add(request)
 
     def _leave(self) -> None:
@@ -171,13 +169,17 @@ class Parking:
             self._returning.clear()
         else:
             self._admit()
-        if self and self._watch is None:  # a request admitted above may have waited again already
-            self._watch = _loop.call_later(self.WATCH_SECONDS, self._look_around)
+        if self:
+            self._watch_soon()  # unless a request admitted above waited again already
 
     def _keep_open(self) -> None:
         if self:
             self._admit()
             raise DontCloseSpider
+
+    def _watch_soon(self) -> None:
+        if self._watch is None:
+            self._watch = _loop.call_later(self.WATCH_SECONDS, self._look_around)
 
     def _stop_watching(self) -> None:
         if self._watch is not None:

@@ -517,10 +517,7 @@ class RedisStore:
 
     def set(self, origin: str, state: OriginState, body: bytes | None = b"") -> MaybeAwaitable[None]:
         self._local.set(origin, state)
-        try:
-            return None if self._down() else self._written(self._set_shared(origin, state, body))
-        finally:
-            self._let_go(origin)  # once the write is under way, which a close then waits for
+        return self._ending_claim(origin, lambda: self._set_shared(origin, state, body))
 
     def claim(self, origin: str, seconds: float) -> MaybeAwaitable[bool]:
         if self._down():
@@ -533,14 +530,7 @@ class RedisStore:
         return self._reserve_shared(origin, spacing)
 
     def release(self, origin: str) -> MaybeAwaitable[None]:
-        try:
-            return (
-                None
-                if self._down()
-                else self._written(self._run("release", [self._key(origin, "fetching")], [self._token]))
-            )
-        finally:
-            self._let_go(origin)  # once the write is under way, which a close then waits for
+        return self._ending_claim(origin, lambda: self._run("release", [self._key(origin, "fetching")], [self._token]))
 
     async def close(self) -> None:
         """Release the connections (and threads) when the engine stops, once
@@ -552,11 +542,8 @@ class RedisStore:
         the spider closed is released after it). At most CLOSE_SECONDS: a
         lock held longer expires on its own."""
         await _loop.sleep(0)
-        give_up = time.monotonic() + self.CLOSE_SECONDS
-        # Again after each wake-up: an ending call may start another.
-        while self._under_way and (left := give_up - time.monotonic()) > 0:
-            with suppress(defer.TimeoutError):
-                await maybe_deferred_to_future(self._under_way.done().addTimeout(left, _loop.clock()))
+        with suppress(defer.TimeoutError):
+            await maybe_deferred_to_future(self._under_way.done().addTimeout(self.CLOSE_SECONDS, _loop.clock()))
         if self._under_way:
             logger.warning(
                 "Redis store closed with %d calls or fetch locks still under way after %s s",
@@ -583,11 +570,16 @@ class RedisStore:
         started.addBoth(relay)
         return answer
 
-    def _let_go(self, origin: str) -> None:
-        """The fetch of *origin* ended: a lock held for it is done with."""
-        if origin in self._held:
-            self._held.remove(origin)
-            self._under_way.end()
+    def _ending_claim(self, origin: str, write: Callable[[], Coroutine[Any, Any, Any]]) -> MaybeAwaitable[None]:
+        """Start *write* (unless Redis is down), which ends this worker's
+        claim of *origin*; only then is the lock held for it let go, so that
+        a close waiting for the lock waits for the write too."""
+        try:
+            return None if self._down() else self._written(write())
+        finally:
+            if origin in self._held:
+                self._held.remove(origin)
+                self._under_way.end()
 
     async def _get_shared(self, origin: str, local: OriginState | None) -> OriginState | None:
         sent = time.time()
