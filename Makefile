@@ -28,6 +28,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check scrapy_robots_coccoc tests benchmarks example_project
+	$(BIN)/ruff format --check scrapy_robots_coccoc tests benchmarks example_project
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
