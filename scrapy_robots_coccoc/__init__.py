@@ -5,8 +5,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ._robotstxt import Decision, RobotsTxt
-from ._ruleset import RequestRate, Rule, VisitTime
+from ._parser import Decision, RequestRate, RobotsTxt, Rule, VisitTime
 
 if TYPE_CHECKING:
     from .addon import Addon

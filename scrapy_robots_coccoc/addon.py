@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as StockRobotsTxtMiddleware
 
-from ._compat import STOCK_ROBOTSTXT_MIDDLEWARE
+from ._crawl.compat import STOCK_ROBOTSTXT_MIDDLEWARE
 from .body import RobotsTxtBodyMiddleware
 from .middleware import RobotsTxtMiddleware
 

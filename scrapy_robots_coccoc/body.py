@@ -1,6 +1,5 @@
 """robots.txt bodies in a crawl: bounded whatever ``DOWNLOAD_MAXSIZE`` says,
-inflated no further than the parser reads (see ``_content``), and parsed off
-the reactor.
+inflated no further than the parser reads.
 
 :class:`RobotsTxtBodyMiddleware` sees robots.txt responses before Scrapy's
 ``HttpCompressionMiddleware`` (order 590) could inflate them whole.
@@ -8,16 +7,12 @@ the reactor.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet.threads import deferToThread
 
-from ._content import decoded, encodings_of
-from ._robotstxt import RobotsTxt
+from ._parser.body import decoded, encodings_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -26,34 +21,6 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
-
-#: Bodies larger than this are parsed in a thread: a hostile one may take a
-#: tenth of a second, which the reactor (every download of the crawl) must
-#: not wait for; the interpreter hands it the GIL every few milliseconds.
-PARSE_IN_THREAD_BYTES = 64 * 1024
-
-
-async def parsed(body: bytes, agent: str) -> RobotsTxt:
-    """*body* parsed, with the rules *agent* obeys built, without holding
-    the reactor for long: in the asyncio loop's own executor, or in
-    Twisted's thread pool under another reactor."""
-    if len(body) <= PARSE_IN_THREAD_BYTES:
-        return parse_for(body, agent)
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # a coroutine driven by Twisted, not by asyncio
-        return await maybe_deferred_to_future(deferToThread(parse_for, body, agent))
-    return await loop.run_in_executor(None, parse_for, body, agent)
-
-
-def parse_for(body: bytes, agent: str) -> RobotsTxt:
-    """*body* parsed, and the rules *agent* obeys built (wildcards split):
-    on a hostile body that takes longer than the parse itself, and would
-    otherwise fall on the reactor at the first request decided. A store
-    then also counts the bytes of what the crawl uses."""
-    robots = RobotsTxt.parse(body)
-    robots.allowed("/", agent)
-    return robots
 
 
 class RobotsTxtBodyMiddleware:

@@ -20,9 +20,9 @@ from typing import IO, TextIO
 from urllib.parse import urlsplit
 
 from . import __version__
-from ._content import MAX_DOWNLOAD_BYTES, complete_lines, decoded, encodings_of
-from ._robotstxt import MAX_BYTES, Decision, RobotsTxt
-from ._useragent import robot_name
+from ._parser import MAX_BYTES, Decision, RobotsTxt
+from ._parser.body import MAX_DOWNLOAD_BYTES, complete_lines, decoded, encodings_of
+from ._parser.useragent import robot_name
 
 EXIT_ALLOWED, EXIT_DISALLOWED, EXIT_USAGE, EXIT_UNREADABLE = 0, 1, 2, 3
 DEFAULT_AGENT = "coccocbot-web"

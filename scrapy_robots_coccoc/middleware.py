@@ -18,14 +18,15 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.python import to_unicode
 
-from . import _compat, _settings
+from ._crawl import compat
+from ._crawl import settings as _settings
+from ._crawl.coordinator import OriginCoordinator
+from ._crawl.fetcher import RobotsTxtFetcher
+from ._crawl.origins import InvalidOrigin, origin_of
+from ._crawl.pacing import CrawlDelays
+from ._crawl.parking import Parking, SpiderClosing
 from .body import RobotsTxtBodyMiddleware
-from .coordinator import OriginCoordinator
-from .crawldelay import CrawlDelays
 from .exceptions import OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden, RobotsTxtOnly
-from .fetcher import RobotsTxtFetcher
-from .origins import InvalidOrigin, origin_of
-from .parking import Parking, SpiderClosing
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -50,7 +51,7 @@ class RobotsTxtMiddleware:
         settings = crawler.settings
         if not settings.getbool("ROBOTSTXT_OBEY"):
             raise NotConfigured
-        _compat.check()
+        compat.check()
         self.crawler = crawler
         self._stats = crawler.stats
         self._user_agent = _settings.user_agent(settings)
@@ -107,11 +108,11 @@ class RobotsTxtMiddleware:
         return whether :class:`RobotsTxtBodyMiddleware` bounds the body."""
         enabled = build_component_list(crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
         names = [name if isinstance(name, str) else f"{name.__module__}.{name.__qualname__}" for name in enabled]
-        if _compat.STOCK_ROBOTSTXT_MIDDLEWARE in names:
+        if compat.STOCK_ROBOTSTXT_MIDDLEWARE in names:
             logger.warning(
                 "Scrapy's own RobotsTxtMiddleware is enabled beside scrapy_robots_coccoc's: every robots.txt "
                 "is fetched twice and both policies apply. Set DOWNLOADER_MIDDLEWARES[%r] = None.",
-                _compat.STOCK_ROBOTSTXT_MIDDLEWARE,
+                compat.STOCK_ROBOTSTXT_MIDDLEWARE,
             )
         body = f"{RobotsTxtBodyMiddleware.__module__}.{RobotsTxtBodyMiddleware.__qualname__}"
         public = "scrapy_robots_coccoc.RobotsTxtBodyMiddleware"

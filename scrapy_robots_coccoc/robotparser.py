@@ -11,8 +11,8 @@ import scrapy
 from scrapy.robotstxt import RobotParser
 from scrapy.utils.python import to_unicode
 
-from . import _compat
-from ._robotstxt import RobotsTxt
+from ._crawl import compat
+from ._parser import RobotsTxt
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -30,7 +30,7 @@ class CocCocRobotParser(RobotParser):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, robotstxt_body: bytes) -> Self:
-        if _compat.STOCK_MIDDLEWARE_SKIPS_WAITERS and crawler not in _warned:
+        if compat.STOCK_MIDDLEWARE_SKIPS_WAITERS and crawler not in _warned:
             _warned.add(crawler)
             logger.warning(
                 "Scrapy %s's own RobotsTxtMiddleware lets requests that wait for a robots.txt fetch through "

@@ -13,10 +13,10 @@ from urllib.parse import urljoin, urlsplit
 from scrapy import Request
 from scrapy.spiders import SitemapSpider
 
-from ._compat import sitemap_callbacks, sitemap_parser
-from ._robotstxt import RobotsTxt
+from ._crawl.compat import sitemap_callbacks, sitemap_parser
+from ._crawl.origins import origin_of
+from ._parser import RobotsTxt
 from .exceptions import RobotsTxtOnly
-from .origins import origin_of
 from .signals import robotstxt_sitemaps_found
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from twisted.internet import task
 from twisted.web.server import NOT_DONE_YET
 
 from scrapy_robots_coccoc import __version__
-from scrapy_robots_coccoc._robotstxt import MAX_BYTES
+from scrapy_robots_coccoc._parser import MAX_BYTES
 from scrapy_robots_coccoc.cli import main
 
 from .sites import LoopbackSite, Page, robots
@@ -167,7 +167,7 @@ async def test_fetches_a_url_as_the_middleware_reads_it(sites):
 def gzip_to_the_download_limit() -> bytes:
     """A gzip body whose text, at the raw download limit (1 MiB), stops in
     the middle of ``Disallow: /cats``: bytes of one character each."""
-    from scrapy_robots_coccoc._content import MAX_DOWNLOAD_BYTES
+    from scrapy_robots_coccoc._parser.body import MAX_DOWNLOAD_BYTES
 
     compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
     out = bytearray(compressor.compress(b"User-agent: *\n#") + compressor.flush(zlib.Z_SYNC_FLUSH))

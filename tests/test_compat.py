@@ -9,7 +9,7 @@ from scrapy import Request, Spider
 from scrapy.crawler import CrawlerRunner
 from scrapy.spiders import SitemapSpider
 
-from scrapy_robots_coccoc import _compat
+from scrapy_robots_coccoc._crawl import compat as _compat
 
 
 def test_check_passes_on_the_installed_scrapy():

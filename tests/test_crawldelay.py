@@ -9,7 +9,7 @@ from itertools import pairwise
 import pytest
 import pytest_twisted
 
-from scrapy_robots_coccoc.crawldelay import CrawlDelays
+from scrapy_robots_coccoc._crawl.pacing import CrawlDelays
 
 from .crawling import REACTORLESS_SCRAPY, SETTINGS, crawl, run_reactorless, stat
 from .sites import LoopbackSite, Page, robots

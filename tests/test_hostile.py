@@ -30,9 +30,9 @@ from scrapy.exceptions import IgnoreRequest
 from twisted.internet.defer import Deferred
 from twisted.web.server import NOT_DONE_YET, Site
 
-from scrapy_robots_coccoc import _compat
-from scrapy_robots_coccoc._content import inflate
-from scrapy_robots_coccoc._robotstxt import MAX_BYTES
+from scrapy_robots_coccoc._crawl import compat as _compat
+from scrapy_robots_coccoc._parser import MAX_BYTES
+from scrapy_robots_coccoc._parser.body import inflate
 from scrapy_robots_coccoc.exceptions import OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden
 from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState
@@ -1121,7 +1121,7 @@ LOCAL_FAULT_SCRIPT = textwrap.dedent(
     from scrapy import signals
     from scrapy.crawler import CrawlerRunner
     from scrapy.exceptions import DontCloseSpider, IgnoreRequest
-    from scrapy_robots_coccoc.coordinator import OriginCoordinator
+    from scrapy_robots_coccoc._crawl.coordinator import OriginCoordinator
     from tests.crawling import SETTINGS, RecordingSpider
     from tests.sites import LoopbackSite, robots, serve
 

@@ -11,7 +11,7 @@ from scrapy import Request, Spider, signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro
 
-from scrapy_robots_coccoc import _compat
+from scrapy_robots_coccoc._crawl import compat as _compat
 from scrapy_robots_coccoc.exceptions import RobotsTxtForbidden
 
 from .crawling import RecordingSpider, bounded_crawl, crawl, stat
@@ -276,7 +276,7 @@ async def test_robotstxt_is_not_tried_again_once_the_spider_closed(sites, caplog
 async def test_a_fetch_stopped_by_the_close_sends_its_waiters_back_to_the_scheduler(sites, tmp_path, monkeypatch):
     """The fetch sees the close (its attempt timed out) before the watcher of
     waiting requests does: the waiters got a fault and were lost to JOBDIR."""
-    from scrapy_robots_coccoc.parking import Parking
+    from scrapy_robots_coccoc._crawl.parking import Parking
 
     monkeypatch.setattr(Parking, "WATCH_SECONDS", 5.0)
     (site,) = sites(LoopbackSite(pages={"/robots.txt": [robots(RULES, delay=3), robots(RULES)]}))

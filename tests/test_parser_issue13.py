@@ -14,9 +14,10 @@ from datetime import time as clock
 
 import pytest
 
-from scrapy_robots_coccoc import RequestRate, RobotsTxt, VisitTime, _ruleset
-from scrapy_robots_coccoc._robotstxt import MAX_BYTES, Decision
-from scrapy_robots_coccoc._useragent import robot_name
+from scrapy_robots_coccoc import RequestRate, RobotsTxt, VisitTime
+from scrapy_robots_coccoc._parser import MAX_BYTES, Decision
+from scrapy_robots_coccoc._parser import ruleset as _ruleset
+from scrapy_robots_coccoc._parser.useragent import robot_name
 
 WEB = "coccocbot-web"
 

@@ -28,7 +28,8 @@ from twisted.internet import defer
 from twisted.python import log as twisted_log
 
 from scrapy_robots_coccoc import RobotsTxt
-from scrapy_robots_coccoc.stores import MemoryStore, OriginState, RedisStore, redis_client
+from scrapy_robots_coccoc.stores import MemoryStore, OriginState, RedisStore
+from scrapy_robots_coccoc.stores.redisclient import redis_client
 
 from .crawling import REACTORLESS_SCRAPY, RecordingSpider, crawl, run_python, run_reactorless, stat
 from .redis_worker import SELECT_REACTOR, LagProbe, LatencyProxy
@@ -296,7 +297,8 @@ CLAIM_AT_CLOSE_SCRIPT = textwrap.dedent(
     from scrapy.settings import Settings
     from twisted.internet import reactor
     from twisted.internet.defer import ensureDeferred
-    from scrapy_robots_coccoc.stores import MemoryStore, RedisStore, redis_client
+    from scrapy_robots_coccoc.stores import MemoryStore, RedisStore
+    from scrapy_robots_coccoc.stores.redisclient import redis_client
     from tests.redis_worker import LatencyProxy, SELECT_REACTOR
 
     async def main():
@@ -694,7 +696,8 @@ def test_the_client_suits_the_loop_that_runs_the_crawl(redis_server):
     assert isinstance(redis_client(Settings({"REDIS_URL": redis_server.url})), redis.asyncio.Redis)
     assert isinstance(redis_client(Settings({"TWISTED_REACTOR_ENABLED": False})), redis.asyncio.Redis)
     code = (
-        "from scrapy.settings import Settings; from scrapy_robots_coccoc import stores; stores.redis_client(Settings())"
+        "from scrapy.settings import Settings; from scrapy_robots_coccoc.stores.redisclient import redis_client; "
+        "redis_client(Settings())"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode != 0
@@ -729,7 +732,7 @@ def test_other_reactors_get_threads_of_the_store_s_own(redis_server):
         )
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert result["client"] == "_ThreadedRedis"
+    assert result["client"] == "ThreadedRedis"
     assert result["claims"] == [True] * 8 and all(result["states"])
     assert min(result["gaps"]) >= 0.095
     assert result["lag"] < 0.1

@@ -8,10 +8,13 @@ import tracemalloc
 
 import pytest
 
-from scrapy_robots_coccoc import RobotsTxt, _ruleset, _useragent
-from scrapy_robots_coccoc._robotstxt import MAX_BYTES
-from scrapy_robots_coccoc.body import parse_for
-from scrapy_robots_coccoc.stores import MemoryStore, OriginState, RedisClock
+from scrapy_robots_coccoc import RobotsTxt
+from scrapy_robots_coccoc._crawl.parse import parse_for
+from scrapy_robots_coccoc._parser import MAX_BYTES
+from scrapy_robots_coccoc._parser import ruleset as _ruleset
+from scrapy_robots_coccoc._parser import useragent as _useragent
+from scrapy_robots_coccoc.stores import MemoryStore, OriginState
+from scrapy_robots_coccoc.stores.redisclock import RedisClock
 
 
 def big_robots_body(i: int, rules: int = 4000) -> bytes:
@@ -151,6 +154,6 @@ def test_the_crawls_rules_are_built_with_the_parse_not_at_the_first_decision():
 def test_a_number_beyond_any_float_is_unbounded_not_an_overflow():
     from scrapy.settings import Settings
 
-    from scrapy_robots_coccoc import _settings
+    from scrapy_robots_coccoc._crawl import settings as _settings
 
     assert _settings.number(Settings({"X": 10**400}), "X", 1) == _settings.UNBOUNDED

@@ -15,6 +15,7 @@ import os
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 SPIDERS = ("pages", "sitemap", "images")
 REAL_SITE_PAGE_LIMIT = 25
@@ -64,7 +65,6 @@ def main(argv: list[str] | None = None) -> int:
     from scrapy.utils.reactor import install_reactor
     from twisted.internet.task import LoopingCall
 
-    from scrapy_robots_coccoc.origins import origin_of
     from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
 
     settings = get_project_settings()
@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         crawler = process.create_crawler(name)
 
         def crawled(response, request, **kwargs) -> None:
-            report.robots.setdefault(origin_of(request), [])
+            url = urlsplit(request.url)
+            port = url.port or {"http": 80, "https": 443}[url.scheme]
+            report.robots.setdefault(f"{url.scheme}://{url.hostname}:{port}", [])
 
         def sitemaps_found(origin, sitemaps, **kwargs) -> None:
             report.robots[origin] = list(sitemaps)

@@ -20,14 +20,15 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
 
-from . import _compat, _loop
-from .exceptions import RobotsTxtFault
+from ..exceptions import RobotsTxtFault
+from ..signals import robotstxt_sitemaps_found
+from ..sitemaps import MAX_SITEMAPS, listed_sitemaps
+from ..stores import MemoryStore, OriginState
+from . import compat, loop
 from .fetcher import LocalFault, Rules, Unrestricted, describe
 from .origins import robots_url
+from .pacing import turns_horizon
 from .parking import SpiderClosing
-from .signals import robotstxt_sitemaps_found
-from .sitemaps import MAX_SITEMAPS, listed_sitemaps
-from .stores import MemoryStore, OriginState, turns_horizon
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
+    from ..stores import Store
     from .fetcher import FetchOutcome, RobotsTxtFetcher
-    from .stores import Store
 
 logger = logging.getLogger(__name__)
 
@@ -232,8 +233,8 @@ class OriginCoordinator:
         while not (claimed := await self._call_store("claim", True, origin, self._claim_seconds)):
             if time.monotonic() >= deadline:
                 break  # the peer is gone or stuck: fetch here
-            await _loop.sleep(interval)
-            if _compat.engine_closing(self._crawler.engine):
+            await loop.sleep(interval)
+            if compat.engine_closing(self._crawler.engine):
                 raise SpiderClosing(f"{origin}: no longer waiting for another worker's fetch, the spider is closing")
             interval = min(interval * 2, longest)
             state = await self._call_store("get", None, origin)
@@ -327,9 +328,9 @@ class OriginCoordinator:
         return RobotsTxtFault(f"robots.txt of {origin} could not be fetched here ({fault.cause})")
 
     async def _parsed(self, origin: str, rules: Rules, request: Request) -> None:
-        if _compat.ROBOTS_PARSED is not None:
-            await _compat.send_catch_log_async(
-                self._crawler.signals, _compat.ROBOTS_PARSED, robotparser=rules.robots, request=request
+        if compat.ROBOTS_PARSED is not None:
+            await compat.send_catch_log_async(
+                self._crawler.signals, compat.ROBOTS_PARSED, robotparser=rules.robots, request=request
             )
 
     def _announce(self, origin: str, state: OriginState, request: Request) -> None:
@@ -340,7 +341,7 @@ class OriginCoordinator:
         if robots is None or self._announced.get(origin) == state.expires_at:
             return
         listed = robots.sitemaps
-        if not listed or _compat.engine_closing(self._crawler.engine):
+        if not listed or compat.engine_closing(self._crawler.engine):
             return  # after the spider closed, none could be requested
         first = origin not in self._announced
         self._announced[origin] = state.expires_at
@@ -387,7 +388,7 @@ class OriginCoordinator:
         ``ROBOTSTXT_STORE_TIMEOUT``; its failure is a WARNING and *default*.
         A cancellation is not a failure: the waiting request is leaving (the
         spider closes), and must learn it rather than go on unpaced."""
-        bounded = deferred_from_coro(answer).addTimeout(self._store_seconds, _loop.clock(), onTimeoutCancel=_timed_out)
+        bounded = deferred_from_coro(answer).addTimeout(self._store_seconds, loop.clock(), onTimeoutCancel=_timed_out)
         try:
             return await maybe_deferred_to_future(bounded)
         except CancelledError:

@@ -14,7 +14,19 @@ from itertools import accumulate, chain, compress, repeat
 from operator import contains, itemgetter
 from typing import NamedTuple
 
-from ._urlpattern import normalize_lines, wildcard_matches
+from .lexer import (
+    ALLOW_FIELD,
+    COMMENT,
+    CRAWL_DELAY,
+    DISALLOW_FIELD,
+    EXTENSION_FIELD,
+    MEMBER_FIELDS,
+    REQUEST_RATE,
+    UNREAD,
+    UNREAD_LINE,
+    VALUE_END_SPACE,
+)
+from .urlpattern import normalize_lines, wildcard_matches
 
 
 class Rule(NamedTuple):
@@ -52,107 +64,10 @@ class VisitTime(NamedTuple):
 Section = bytes
 _LINE_NUMBER = re.compile(rb"\d+")
 
-_ALLOW, _DISALLOW, _CRAWL_DELAY, _REQUEST_RATE, _VISIT_TIME = range(5)
-MEMBER_FIELDS = {
-    b"allow": _ALLOW,
-    b"disallow": _DISALLOW,
-    # Google robots.cc (KeyIsDisallow) accepts these misspellings of disallow.
-    b"dissallow": _DISALLOW,
-    b"dissalow": _DISALLOW,
-    b"disalow": _DISALLOW,
-    b"diasllow": _DISALLOW,
-    b"disallaw": _DISALLOW,
-    b"crawl-delay": _CRAWL_DELAY,
-    b"crawldelay": _CRAWL_DELAY,
-    b"request-rate": _REQUEST_RATE,
-    b"visit-time": _VISIT_TIME,
-}
-# The spellings met most, looked up before lower-casing.
-MEMBER_FIELDS.update({field.capitalize(): kind for field, kind in MEMBER_FIELDS.items()})
-MEMBER_FIELDS[b"Crawl-Delay"] = _CRAWL_DELAY
-
-
-# White space a value may end with that is not part of it: vertical tabs
-# and form feeds too, which Google robots.cc strips from a line's end.
-_VALUE_END_SPACE = b" \t\x0b\x0c"
-#: A run of that white space, in a regular expression.
-END_SPACE = b"[%s]*" % re.escape(_VALUE_END_SPACE)
-
-
-def fold_case(words: bytes) -> bytes:
-    """Return a case-sensitive regular expression matching *words* in any case:
-    ``re.IGNORECASE`` costs four times as much on every line tried."""
-    return re.sub(rb"[a-z]", lambda m: b"[" + m[0] + m[0].upper() + b"]", words)
-
-
-def _first_letter(fields: bytes) -> bytes:
-    """A lookahead for the first letters of *fields*: lines that cannot start
-    with one are left at their first character, without trying each name."""
-    initials = bytes(sorted({word[0] for word in re.sub(rb"[^a-z|]", b"", fields.lower()).split(b"|") if word}))
-    return rb"(?=[" + initials + initials.upper() + rb"])"
-
-
-def member_field(fields: bytes, capture: bool = False) -> bytes:
-    """The regular expression of one of *fields* and its value, after the
-    line's leading white space (see :func:`field_line`)."""
-    name = (b"(" if capture else b"(?:") + fold_case(fields) + b")"
-    separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:#]+" + END_SPACE + rb"(?:#|\n|\Z)))[ \t]*"
-    first = _first_letter(fields)
-    # The value runs to the comment or the line's end without backtracking;
-    # readers strip the white space it may end with.
-    return first + name + separator + rb"((?=[^\s#])[^#\n]*|)"
-
-
-def field_line(fields: bytes, capture: bool = True) -> bytes:
-    """Return the regular expression of a line holding one of *fields* and its value.
-
-    Field names are compared whole (``Disallowed:`` is no Disallow line). The
-    colon may be missing when white space separates the name from a value of
-    a single word, as Google robots.cc (GetKeyAndValueFrom) accepts:
-    ``disallow /``. The leading newline is a literal that lets the regular
-    expression engine skip from line to line at C speed. The value is
-    captured without the white space before it (and with any after it); the
-    field name only when *capture* is true.
-    """
-    return rb"\n[ \t]*" + member_field(fields, capture)
-
-
-def _fields(kinds: range) -> bytes:
-    return b"|".join(re.escape(f) for f, kind in MEMBER_FIELDS.items() if f.islower() and kind in kinds)
-
-
-MEMBER_LINE = re.compile(field_line(_fields(range(5))))
 #: How a line of a rule set's text starts: Allow sorts after Disallow, so
 #: that sorting patterns puts Allow first among equally long ones.
 ALLOW_MARK, DISALLOW_MARK = "+", "!"
 _ALLOW_LEAD, _DISALLOW_LEAD = ALLOW_MARK.encode(), DISALLOW_MARK.encode()
-_COMMENT = re.compile(rb"#[^\n]*")
-# While a rule set's text is read, NUL (which the text cannot hold then)
-# starts exactly the lines not read yet.
-_UNREAD = b"\x00"
-
-
-def _unread_field(fields: bytes) -> bytes:
-    """The regular expression of an unread line holding one of *fields*, up
-    to its value (see :func:`field_line`; comments are gone by then)."""
-    separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:]+" + END_SPACE + rb"\n))[ \t]*"
-    return _UNREAD + rb"[ \t]*" + _first_letter(fields) + rb"(" + fold_case(fields) + rb")" + separator
-
-
-def _unread_rule(fields: bytes) -> re.Pattern[bytes]:
-    """Like :func:`_unread_field`, up to a value that is not empty, with each
-    run of white space taken whole (a lookahead and a back reference: an
-    atomic group), so that a long run that ends the line is not tried again
-    from each of its characters."""
-    name = _UNREAD + rb"[ \t]*" + _first_letter(fields) + rb"(?:" + fold_case(fields) + rb")"
-    separator = rb"(?=([ \t]*))\1(?::(?=([ \t]*))\2(?=\S)|(?<=[ \t])(?=[^\s:]+" + END_SPACE + rb"\n))"
-    return re.compile(name + separator)
-
-
-_ALLOW_FIELD = _unread_rule(_fields(range(_ALLOW, _ALLOW + 1)))
-_DISALLOW_FIELD = _unread_rule(_fields(range(_DISALLOW, _DISALLOW + 1)))
-_EXTENSION_FIELD = re.compile(_unread_field(_fields(range(_CRAWL_DELAY, 5))) + rb"((?=\S)[^\n]*|)")
-_UNREAD_LINE = re.compile(_UNREAD + rb"[^\n]*")
 _LONG_TEXT = 16 * 1024
 # Above this many characters of rules, plain patterns are found through a
 # sorted array of their hashes instead of searching the rule text.
@@ -193,10 +108,10 @@ def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
     regular expressions only try the lines these leave.
     """
     if b"#" in text:
-        text = _COMMENT.sub(b"", text)
-    if _UNREAD in text:
+        text = COMMENT.sub(b"", text)
+    if UNREAD in text:
         # The normal form of NUL.
-        text = text.replace(_UNREAD, b"%00")
+        text = text.replace(UNREAD, b"%00")
     if b" \n" in text or b"\t\n" in text:
         # Values end at any white space, and a line without a colon is read
         # only when its value ends the line but for spaces and tabs: they go
@@ -204,24 +119,24 @@ def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
         # Line by line: a regular expression would try every white space of
         # a long run inside a value again, in quadratic time.
         text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(b" \t")))
-    text = text.replace(b"\n", b"\n" + _UNREAD)
+    text = text.replace(b"\n", b"\n" + UNREAD)
     if len(text) > _LONG_TEXT:
         # Empty lines are read already: 500,000 of them took the regular
         # expressions below 0.13 s, one attempt each. (A pass that a short
         # text does not pay back.)
-        text = text.replace(_UNREAD + b"\n", b"\n")
-    text = text.replace(_UNREAD + b"Disallow: /", _DISALLOW_LEAD + b"/")
-    text = text.replace(_UNREAD + b"Allow: /", _ALLOW_LEAD + b"/")
-    text = _DISALLOW_FIELD.sub(_DISALLOW_LEAD, text)
-    text = _ALLOW_FIELD.sub(_ALLOW_LEAD, text)
-    extensions = _EXTENSION_FIELD.findall(text)
+        text = text.replace(UNREAD + b"\n", b"\n")
+    text = text.replace(UNREAD + b"Disallow: /", _DISALLOW_LEAD + b"/")
+    text = text.replace(UNREAD + b"Allow: /", _ALLOW_LEAD + b"/")
+    text = DISALLOW_FIELD.sub(_DISALLOW_LEAD, text)
+    text = ALLOW_FIELD.sub(_ALLOW_LEAD, text)
+    extensions = EXTENSION_FIELD.findall(text)
     # An empty Disallow allows everything and an empty Allow is ignored:
     # neither is kept, like every other line.
-    text = _UNREAD_LINE.sub(b"", text)
+    text = UNREAD_LINE.sub(b"", text)
     if b"\x0b" in text or b"\x0c" in text:
         # Vertical tabs and form feeds end a value too (and the spaces
         # before them).
-        text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(_VALUE_END_SPACE)))
+        text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(VALUE_END_SPACE)))
     return normalize_lines(text), extensions
 
 
@@ -447,10 +362,10 @@ class RuleSet:
     def _read_extension(self, kind: int, text: str) -> None:
         if not text:
             return
-        if kind == _CRAWL_DELAY:
+        if kind == CRAWL_DELAY:
             if self.crawl_delay is None:
                 self.crawl_delay = parse_delay(text)
-        elif kind == _REQUEST_RATE:
+        elif kind == REQUEST_RATE:
             if self.request_rate is None:
                 self.request_rate = parse_request_rate(text)
         elif self.visit_time is None:

@@ -1,242 +1,40 @@
-"""Where the middleware keeps what it learnt of each origin.
-
-A store maps an origin (``scheme://host:port``) to an :class:`OriginState`.
-The in-memory store is the default; ``ROBOTSTXT_STORE`` names another class
-with the methods of :class:`Store`, built with ``from_crawler``:
-:class:`RedisStore` shares the state of a crawl spread over several workers.
-"""
+"""The Redis store: robots.txt state and Crawl-delay turns shared by the
+workers of a distributed crawl."""
 
 from __future__ import annotations
 
 import logging
 import math
 import re
-import sys
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Coroutine
 from contextlib import suppress
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet import defer
 from twisted.internet.defer import Deferred, DeferredList
 
-from . import _loop, _settings
-from ._robotstxt import MAX_BYTES, RobotsTxt
-from .body import parsed
+from .._crawl import loop
+from .._crawl import settings as _settings
+from .._crawl.pacing import turns_horizon
+from .._crawl.parse import parsed
+from .._parser import MAX_BYTES
+from .base import OriginState
+from .memory import MemoryStore
+from .redisclient import SCRIPTS, AsyncioRedis, ThreadedRedis, redis_client
+from .redisclock import RedisClock
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
-    from scrapy.settings import BaseSettings
-    from twisted.internet.interfaces import IReactorFromThreads
     from typing_extensions import Self
 
+    from .base import MaybeAwaitable
+
 logger = logging.getLogger(__name__)
-
-#: What an OriginState and its entry in the map take, the rules aside.
-_STATE_BYTES = 200
-
-
-def turns_horizon(spacing: float) -> float:
-    """How far ahead a reserved start may be and still be believed: every
-    request waiting for an origin, in every worker, holds a turn (an hour,
-    or 1,000 turns, whichever is longer); a start farther off is nonsense."""
-    return max(3600.0, 1000 * spacing)
-
-
-T = TypeVar("T")
-#: What a store method returns: its answer, or an awaitable of it.
-MaybeAwaitable: TypeAlias = T | Awaitable[T]
-
-
-@dataclass(slots=True, frozen=True)
-class OriginState:
-    """The outcome of one robots.txt fetch.
-
-    ``robots`` holds the rules after a 200 answer; it is None both after any
-    other answer (``unavailable`` False: everything allowed) and after no
-    answer at all (``unavailable`` True: nothing is downloaded until
-    ``expires_at``).
-    """
-
-    robots: RobotsTxt | None
-    unavailable: bool
-    expires_at: float
-
-
-class Store(Protocol):
-    """What the middleware asks of a store.
-
-    Each method may return its answer, or an awaitable of it that the
-    middleware awaits: a store that talks to a server must not block the
-    reactor. Synchronous stores (like :class:`MemoryStore`, the fast path)
-    are accepted as they are. An asynchronous store returns awaitables the
-    crawl's loop can drive: coroutines or asyncio futures under Scrapy's
-    default asyncio reactor (or with no reactor), coroutines or Deferreds
-    under another Twisted reactor.
-
-    A store may also offer ``peek(origin) -> OriginState | None``: what this
-    process knows without any I/O, so that a known origin's requests are
-    decided at once; None sends the middleware to ``get``. And
-    ``release(origin)``: the fetch this process claimed ended with nothing
-    to store (the spider closed, or a fault of this machine), so another
-    worker may fetch the origin now rather than when the claim expires; a
-    claim this process does not hold (any more) stays.
-    """
-
-    def get(self, origin: str) -> MaybeAwaitable[OriginState | None]:
-        """The origin's state, fresh or stale; None if unknown."""
-
-    def set(self, origin: str, state: OriginState, body: bytes | None) -> MaybeAwaitable[None]:
-        """Keep a fetch's outcome; *body* is the robots.txt read (b"" without
-        rules; None when a failed refresh keeps the rules already stored)."""
-
-    def claim(self, origin: str, seconds: float) -> MaybeAwaitable[bool]:
-        """Whether this process should fetch the origin's robots.txt now:
-        False while another worker does (for at most *seconds*)."""
-
-    def reserve(self, origin: str, spacing: float) -> MaybeAwaitable[float | None]:
-        """Reserve a start time (a ``time.time()`` value) for the next
-        request to a paced origin, at least *spacing* seconds after every
-        start reserved before it, by any worker, and no earlier than the
-        answer (a store whose answer came too late reserves again). None
-        from a store that does not pace.
-
-        The caller sleeps until that time and starts the request at once. A
-        caller that wakes (or finds the request ready) more than *grace*
-        seconds late gives the turn up and reserves again: a turn used late
-        would squeeze the next one, a turn given up only widens a gap. So
-        consecutive requests start at least ``spacing - grace`` apart,
-        whatever stalls, restarts or slow answers happen: spacing = the
-        Crawl-delay and grace = 5% of it keep them 0.95 x the Crawl-delay
-        apart.
-        """
-
-
-class Turns:
-    """The next start reserved for each paced origin: a turn starts no
-    earlier than the last one allows.
-
-    Bounded by *max_origins*: past it the least recently paced origin goes,
-    unless its next start is still ahead (a turn promised to a waiting
-    request): such an origin goes to the back, a few per call, so the map
-    may exceed the bound by the origins with requests waiting.
-    """
-
-    #: Origins looked at per reservation when the map is full.
-    EVICTION_TRIES = 4
-
-    def __init__(self, max_origins: int) -> None:
-        self._next_starts: OrderedDict[str, float] = OrderedDict()
-        self.max_origins = max(1, max_origins)
-
-    def reserve(self, origin: str, spacing: float) -> float:
-        start = max(time.time(), self._next_starts.get(origin, 0.0))
-        self.reserved_until(origin, start + spacing)
-        return start
-
-    def next_start(self, origin: str) -> float:
-        """The earliest start of *origin*'s next turn (0.0 when none was reserved)."""
-        return self._next_starts.get(origin, 0.0)
-
-    def reserved_until(self, origin: str, next_start: float) -> None:
-        """Let the next turn start no earlier than *next_start*."""
-        next_starts = self._next_starts
-        next_starts[origin] = max(next_start, next_starts.pop(origin, 0.0))
-        now = time.time()
-        for _ in range(self.EVICTION_TRIES):
-            if len(next_starts) <= self.max_origins:
-                break
-            oldest, start = next_starts.popitem(last=False)
-            if start > now:
-                next_starts[oldest] = start
-
-
-# Every crawler of the process takes its turns from these: the sites see one
-# client, whichever spider asks (three spiders of one CrawlerProcess crawling
-# a site each paced alone: requests 0.0 s apart).
-_PROCESS_TURNS = Turns(1)
-
-
-def process_turns(max_origins: int) -> Turns:
-    """The turns of this process, bounded by the largest *max_origins* asked for."""
-    _PROCESS_TURNS.max_origins = max(_PROCESS_TURNS.max_origins, max_origins)
-    return _PROCESS_TURNS
-
-
-class MemoryStore:
-    """A bounded, least-recently-used map of origin states, and the turns of
-    paced origins (those of the whole process, when built by ``from_crawler``).
-
-    Bounded twice, whichever is reached first evicting the least recently
-    used origin: ``ROBOTSTXT_MAX_ORIGINS`` origins (default 100,000) and
-    ``ROBOTSTXT_MAX_ORIGINS_MB`` megabytes of parsed rules (default 512,
-    what 100,000 typical origins need; a site's 480 KiB robots.txt counts
-    for what it holds). Only what a decision needs is kept, not the text.
-    An origin whose fetch is running is safe from eviction: the middleware
-    holds the state it refreshes, and stores the new one when it comes.
-    """
-
-    def __init__(self, max_origins: int, max_bytes: int = 512 * 2**20, turns: Turns | None = None) -> None:
-        self._states: OrderedDict[str, tuple[OriginState, int]] = OrderedDict()
-        self._max_origins = max(1, max_origins)
-        self._max_bytes = max_bytes
-        self._turns = turns or Turns(max_origins)
-        self.nbytes = 0  # the bytes the states held are reckoned to take
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        settings = crawler.settings
-        max_origins = _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1)
-        return cls(
-            max_origins,
-            int(_settings.number(settings, "ROBOTSTXT_MAX_ORIGINS_MB", 512, positive=True) * 2**20),
-            process_turns(max_origins),
-        )
-
-    def get(self, origin: str) -> OriginState | None:
-        held = self._states.get(origin)
-        if held is None:
-            return None
-        self._states.move_to_end(origin)
-        return held[0]
-
-    #: All a memory store knows, it knows without I/O.
-    peek = get
-
-    def set(self, origin: str, state: OriginState, body: bytes | None = b"") -> None:
-        old = self._states.pop(origin, None)
-        if old is not None:
-            self.nbytes -= old[1]
-        size = _STATE_BYTES + len(origin) + (state.robots.footprint() if state.robots is not None else 0)
-        self._states[origin] = (state, size)
-        self.nbytes += size
-        while len(self._states) > self._max_origins or (self.nbytes > self._max_bytes and len(self._states) > 1):
-            self.nbytes -= self._states.popitem(last=False)[1][1]
-
-    def claim(self, origin: str, seconds: float) -> bool:
-        return True  # the middleware never runs two fetches of one origin
-
-    def reserve(self, origin: str, spacing: float) -> float:
-        return self._turns.reserve(origin, spacing)
-
-    def next_start(self, origin: str) -> float:
-        """The earliest start of *origin*'s next turn here (0.0 when none was reserved)."""
-        return self._turns.next_start(origin)
-
-    def reserved_until(self, origin: str, next_start: float) -> None:
-        """Let the next turn here start no earlier than *next_start* (a
-        shared store notes its reservations, to pace alone from them)."""
-        self._turns.reserved_until(origin, next_start)
-
-    def __len__(self) -> int:
-        return len(self._states)
-
 
 # Stored outcome -> (has rules, unavailable).
 OUTCOMES = {b"rules": (True, False), b"unrestricted": (False, False), b"unavailable": (False, True)}
@@ -245,134 +43,6 @@ OUTCOMES = {b"rules": (True, False), b"unrestricted": (False, False), b"unavaila
 # tonumber() takes "0x6b0787" where Python's float() takes "1_000", and the
 # two sides must agree on what a value means.
 _DECIMAL = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?")
-_LUA_NUMBER = """
-local function number(text)
-  if type(text) == 'string' and (string.find(text, '^%-?%d+$') or string.find(text, '^%-?%d+%.%d+$')) then
-    return tonumber(text)
-  end
-end
-"""
-# Whether the state hash *key* holds no field larger than any worker writes
-# (*limit* bytes): "read" and "claim" must agree on which states count (a
-# fresh expiry padded with 600,000 zeros was oversized to one, fresh to the
-# other, and held every worker back until the fetch lock expired).
-_LUA_FITS = """
-local function fits(key, limit)
-  for _, field in ipairs({'outcome', 'body', 'expires_at'}) do
-    if redis.call('HSTRLEN', key, field) > limit then return false end
-  end
-  return true
-end
-"""
-# The Lua scripts below read nothing they did not check: another version, a
-# bug or a hand in redis-cli may have left anything under our keys.
-SCRIPTS = {
-    # Redis's clock (seconds, microseconds), the key's type and, for a
-    # hash, the origin's outcome, body and expiry; a hash whose fields are
-    # larger than any worker writes is 'oversized', never sent whole.
-    # ARGV: the most bytes a field may hold.
-    "read": _LUA_FITS
-    + """
-local t = redis.call('TIME')
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'hash' then return {t[1], t[2], kind} end
-if not fits(KEYS[1], tonumber(ARGV[1])) then return {t[1], t[2], 'oversized'} end
-return {t[1], t[2], kind, redis.call('HMGET', KEYS[1], 'outcome', 'body', 'expires_at')}
-""",
-    # Replace the state (whatever type the key had) and drop the fetch lock.
-    "store": """
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'outcome', ARGV[1], 'body', ARGV[2], 'expires_at', ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('DEL', KEYS[2])
-return 1
-""",
-    # A failed refresh keeps the stored rules: only the expiry moves (and
-    # the fetch lock goes). Nothing stored: nothing to keep.
-    "keep": """
-redis.call('DEL', KEYS[2])
-if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
-redis.call('HSET', KEYS[1], 'expires_at', ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-return 1
-""",
-    # Claim the origin's fetch (1) unless a readable, fresh state is stored
-    # (a peer may have stored it between our look and our claim) or a peer
-    # holds the lock (0). A lock without expiry is taken over (2); one longer
-    # than ours is cut to ours, so that every lock ends. Returns {that,
-    # Redis's clock (seconds, microseconds)}.
-    # ARGV: now, lock milliseconds, the longest believable lifetime, the
-    # most bytes a field may hold (see "read"), the worker's token (the
-    # lock's value, so that a worker releases only its own lock).
-    "claim": _LUA_NUMBER
-    + _LUA_FITS
-    + """
-local t = redis.call('TIME')
-local function claim()
-  local now = tonumber(ARGV[1])
-  if redis.call('TYPE', KEYS[1]).ok == 'hash' and fits(KEYS[1], tonumber(ARGV[4])) then
-    local f = redis.call('HMGET', KEYS[1], 'outcome', 'expires_at')
-    local expires = number(f[2])
-    local known = f[1] == 'rules' or f[1] == 'unrestricted' or f[1] == 'unavailable'
-    if known and redis.call('HEXISTS', KEYS[1], 'body') == 1
-        and expires and expires > now and expires <= now + tonumber(ARGV[3]) then
-      return 0
-    end
-  end
-  if redis.call('SET', KEYS[2], ARGV[5], 'NX', 'PX', ARGV[2]) then return 1 end
-  local ttl = redis.call('PTTL', KEYS[2])
-  if ttl == -1 then
-    redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[2])
-    return 2
-  end
-  if ttl > tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
-  return 0
-end
-return {claim(), t[1], t[2]}
-""",
-    # Reserve the next start of a paced origin on Redis's clock, so that
-    # workers on different machines agree: no earlier than *lead* seconds
-    # from now (the answer's way back), at least *spacing* after the last
-    # reserved start, and no earlier than the worker's own next start (its
-    # floor: a "next" lost to a flush or a restart, unreadable, or behind
-    # the turns the worker paced alone while Redis failed, must not give
-    # it a turn at once); *count* turns in a row, *spacing* apart. Returns
-    # {first start, Redis's now, problem with the stored value or ''}; an
-    # unreadable or unbelievably far "next" is ignored.
-    # ARGV: spacing, lead, the farthest believable next start from now,
-    # count, floor.
-    "reserve": _LUA_NUMBER
-    + """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-local spacing, lead, horizon = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local count, floor = tonumber(ARGV[4]) or 1, tonumber(ARGV[5]) or 0
-local raw = redis.pcall('GET', KEYS[1])
-local after, problem = 0, ''
-if type(raw) == 'table' then
-  problem = 'next start is not a string; ignored'
-elseif raw then
-  after = number(raw)
-  if not after or after > now + horizon then
-    problem = 'next start ' .. string.sub(raw, 1, 40) .. ' is not a believable time; ignored'
-    after = 0
-  end
-end
-local start = math.max(now + lead, after, floor)
-local next = start + count * spacing
-redis.call('SET', KEYS[1], string.format('%.6f', next), 'PX', math.ceil((next - now) * 1000) + 60000)
-return {string.format('%.6f', start), string.format('%.6f', now), problem}
-""",
-    "clock": "return redis.call('TIME')",
-    # A fetch ended with nothing to store: its lock goes, if it is still
-    # this worker's (ARGV: its token): it may have expired during the
-    # fetch and been taken by a peer, or never been ours (a claim that
-    # failed counts as granted).
-    "release": """
-if redis.call('TYPE', KEYS[1]).ok ~= 'string' or redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-return redis.call('DEL', KEYS[1])
-""",
-}
 
 
 class RedisStore:
@@ -437,8 +107,8 @@ class RedisStore:
         import redis
         import redis.asyncio
 
-        self._redis: _AsyncioRedis | _ThreadedRedis = (
-            _AsyncioRedis(client) if isinstance(client, redis.asyncio.Redis) else _ThreadedRedis(client, self.THREADS)
+        self._redis: AsyncioRedis | ThreadedRedis = (
+            AsyncioRedis(client) if isinstance(client, redis.asyncio.Redis) else ThreadedRedis(client, self.THREADS)
         )
         self._local = local
         self._prefix = prefix
@@ -541,9 +211,9 @@ class RedisStore:
         engine_stopped was sent, so a turn goes first; a claim granted as
         the spider closed is released after it). At most CLOSE_SECONDS: a
         lock held longer expires on its own."""
-        await _loop.sleep(0)
+        await loop.sleep(0)
         with suppress(defer.TimeoutError):
-            await maybe_deferred_to_future(self._under_way.done().addTimeout(self.CLOSE_SECONDS, _loop.clock()))
+            await maybe_deferred_to_future(self._under_way.done().addTimeout(self.CLOSE_SECONDS, loop.clock()))
         if self._under_way:
             logger.warning(
                 "Redis store closed with %d calls or fetch locks still under way after %s s",
@@ -791,59 +461,6 @@ class RedisStore:
         return local
 
 
-class RedisClock:
-    """How far Redis's clock is ahead of ours, read as NTP reads a server's.
-
-    A reading (a call sent at *sent* whose answer says Redis's time) is off
-    by at most half its round trip. The best reading is kept, its bound
-    growing as the clocks may drift apart, and a new one replaces it only
-    when its bound is as tight: a reply that waited for a busy reactor, a
-    queue of calls or a new connection never moves the offset. Once a
-    turn has been timed by it, the offset in use follows the best reading
-    slowly (slews, as NTP does): a step would move every reserved start at
-    once and squeeze the gap between two turns.
-    """
-
-    #: How fast two clocks may drift apart, seconds per second (100 ppm).
-    DRIFT = 1e-4
-    #: How fast the offset in use may move once turns use it, seconds per second.
-    SLEW = 2e-3
-    #: A reading this much looser than the best (plus half a millisecond)
-    #: still counts as "as good": readings have reached their floor.
-    SETTLED = 1.2
-
-    def __init__(self) -> None:
-        self._error = math.inf  # the best reading's bound when it was read
-        self._best = 0.0  # its offset
-        self._read_at = 0.0
-        self._offset = 0.0  # the offset in use
-        self._moved_at = 0.0
-        self._last_error = math.inf
-        self._readings = 0
-        self._timing_turns = False
-
-    def read(self, sent: float, received: float, redis_now: float) -> None:
-        """Take a reading: a call sent and answered at these times of ours."""
-        error = (received - sent) / 2
-        self._last_error = error
-        self._readings += 1
-        if error <= self._error + (received - self._read_at) * self.DRIFT:
-            self._error, self._best, self._read_at = error, redis_now - (sent + received) / 2, received
-        step = self.SLEW * (received - self._moved_at) if self._timing_turns else math.inf
-        self._offset += max(-step, min(step, self._best - self._offset))
-        self._moved_at = received
-
-    def turn_offset(self) -> float:
-        """The offset to time a turn by; from now on it only slews."""
-        self._timing_turns = True
-        return self._offset
-
-    @property
-    def settled(self) -> bool:
-        """Whether two readings were taken and the last was about as good as the best."""
-        return self._readings > 1 and self._last_error <= self.SETTLED * self._error + 0.0005
-
-
 def _finite(raw: bytes | None) -> float | None:
     """A stored number, if written in decimal as ours are (see _DECIMAL)."""
     if raw is None or _DECIMAL.fullmatch(raw) is None:
@@ -871,7 +488,7 @@ class _UnderWay:
         if not self._count and self._waiting:
             # A turn later, if nothing started meanwhile: the caller this end
             # resumes may make its next call at once (a read, then a claim).
-            _loop.call_later(0, self._settle)
+            loop.call_later(0, self._settle)
         return result
 
     def _settle(self) -> None:
@@ -890,100 +507,3 @@ class _UnderWay:
         else:
             done.callback(None)
         return done
-
-
-class _AsyncioRedis:
-    """``redis.asyncio`` on the loop that runs the crawl."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self._scripts = {name: client.register_script(source) for name, source in SCRIPTS.items()}
-
-    async def run(self, script: str, keys: list[str], args: list[Any]) -> Any:
-        return await self._scripts[script](keys=keys, args=args)
-
-    async def load_script(self, script: str) -> None:
-        await self._client.script_load(script)
-
-    async def close(self) -> None:
-        await self._client.aclose()
-
-
-class _ThreadedRedis:
-    """The blocking client in threads of its own (not the reactor's pool,
-    which the default DNS resolver uses); answers come back as Deferreds on
-    the reactor thread."""
-
-    def __init__(self, client: Any, threads: int) -> None:
-        from twisted.internet import reactor
-
-        self._client = client
-        self._reactor = cast("IReactorFromThreads", reactor)
-        self._scripts = {name: client.register_script(source) for name, source in SCRIPTS.items()}
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="robotstxt-redis")
-
-    def run(self, script: str, keys: list[str], args: list[Any]) -> Deferred[Any]:
-        return self._in_thread(self._scripts[script], keys=keys, args=args)
-
-    def load_script(self, script: str) -> Deferred[Any]:
-        return self._in_thread(self._client.script_load, script)
-
-    def _in_thread(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Deferred[Any]:
-        answer: Deferred[Any] = Deferred()
-
-        def settle(future: Future[Any]) -> None:
-            error = future.exception()
-            if error is None:
-                answer.callback(future.result())
-            else:
-                answer.errback(error)
-
-        future = self._pool.submit(call, *args, **kwargs)
-        future.add_done_callback(lambda done: self._reactor.callFromThread(settle, done))
-        return answer
-
-    async def close(self) -> None:
-        self._pool.shutdown(wait=False)
-        self._client.close()
-
-
-def redis_client(settings: BaseSettings) -> Any:
-    """A Redis client for the loop that runs this crawl, chosen at start-up:
-    ``redis.asyncio`` under an asyncio loop, else the blocking one (that
-    :class:`RedisStore` runs in threads); a clear error when neither can
-    work."""
-    try:
-        import redis
-        import redis.asyncio
-    except ImportError as exc:
-        raise RuntimeError(
-            f"RedisStore needs redis-py 4.2 or newer ({exc}): pip install 'scrapy-robots-coccoc[redis]'"
-        ) from exc
-    module: Any = redis.asyncio if _asyncio_runs_the_crawl(settings) else redis
-    options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
-    url = settings.get("ROBOTSTXT_REDIS_URL") or settings.get("REDIS_URL")
-    if url:
-        # The URL's options win over ours, but the store reads bytes: with
-        # decode_responses=True every read failed and nothing was shared.
-        pool = module.ConnectionPool.from_url(url, **options)
-        pool.connection_kwargs["decode_responses"] = False
-        return module.Redis.from_pool(pool)  # closed with the client
-    return module.Redis(
-        host=settings.get("REDIS_HOST", "localhost"), port=settings.getint("REDIS_PORT", 6379), **options
-    )
-
-
-def _asyncio_runs_the_crawl(settings: BaseSettings) -> bool:
-    """Whether an asyncio loop runs the crawl: Scrapy's asyncio reactor, or
-    no reactor at all (``TWISTED_REACTOR_ENABLED = False``, Scrapy 2.15+)."""
-    if not settings.getbool("TWISTED_REACTOR_ENABLED", True):
-        return True
-    if "twisted.internet.reactor" not in sys.modules:
-        raise RuntimeError(
-            "RedisStore was built before a Twisted reactor was installed: it cannot tell whether to use "
-            "redis.asyncio (asyncio reactor) or its own threads (another reactor)"
-        )
-    from twisted.internet import reactor
-    from twisted.internet.asyncioreactor import AsyncioSelectorReactor
-
-    return isinstance(reactor, AsyncioSelectorReactor)

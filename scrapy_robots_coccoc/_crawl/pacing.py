@@ -19,17 +19,75 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
-from . import _compat, _loop
+from . import compat, loop
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.core.engine import ExecutionEngine
     from scrapy.crawler import Crawler
 
-    from ._robotstxt import RobotsTxt
+    from .._parser import RobotsTxt
     from .parking import Parking
 
 logger = logging.getLogger(__name__)
+
+
+def turns_horizon(spacing: float) -> float:
+    """How far ahead a reserved start may be and still be believed: every
+    request waiting for an origin, in every worker, holds a turn (an hour,
+    or 1,000 turns, whichever is longer); a start farther off is nonsense."""
+    return max(3600.0, 1000 * spacing)
+
+
+class Turns:
+    """The next start reserved for each paced origin: a turn starts no
+    earlier than the last one allows.
+
+    Bounded by *max_origins*: past it the least recently paced origin goes,
+    unless its next start is still ahead (a turn promised to a waiting
+    request): such an origin goes to the back, a few per call, so the map
+    may exceed the bound by the origins with requests waiting.
+    """
+
+    #: Origins looked at per reservation when the map is full.
+    EVICTION_TRIES = 4
+
+    def __init__(self, max_origins: int) -> None:
+        self._next_starts: OrderedDict[str, float] = OrderedDict()
+        self.max_origins = max(1, max_origins)
+
+    def reserve(self, origin: str, spacing: float) -> float:
+        start = max(time.time(), self._next_starts.get(origin, 0.0))
+        self.reserved_until(origin, start + spacing)
+        return start
+
+    def next_start(self, origin: str) -> float:
+        """The earliest start of *origin*'s next turn (0.0 when none was reserved)."""
+        return self._next_starts.get(origin, 0.0)
+
+    def reserved_until(self, origin: str, next_start: float) -> None:
+        """Let the next turn start no earlier than *next_start*."""
+        next_starts = self._next_starts
+        next_starts[origin] = max(next_start, next_starts.pop(origin, 0.0))
+        now = time.time()
+        for _ in range(self.EVICTION_TRIES):
+            if len(next_starts) <= self.max_origins:
+                break
+            oldest, start = next_starts.popitem(last=False)
+            if start > now:
+                next_starts[oldest] = start
+
+
+# Every crawler of the process takes its turns from these: the sites see one
+# client, whichever spider asks (three spiders of one CrawlerProcess crawling
+# a site each paced alone: requests 0.0 s apart).
+_PROCESS_TURNS = Turns(1)
+
+
+def process_turns(max_origins: int) -> Turns:
+    """The turns of this process, bounded by the largest *max_origins* asked for."""
+    _PROCESS_TURNS.max_origins = max(_PROCESS_TURNS.max_origins, max_origins)
+    return _PROCESS_TURNS
 
 
 class CrawlDelays:
@@ -114,7 +172,7 @@ class CrawlDelays:
         for tries in count(1):
             # Again at each try: with CONCURRENT_REQUESTS_PER_IP, a host's
             # slot is keyed by its address once the DNS cache has it.
-            key = _compat.slot_key(engine, request)
+            key = compat.slot_key(engine, request)
             # First let the slot be ready to start the request at once (its
             # own delay run out, a transfer place free): the request then
             # starts when it is released, at its turn.
@@ -153,9 +211,9 @@ class CrawlDelays:
     async def _slot_ready(self, engine: ExecutionEngine, request: Request, key: str, park: bool) -> None:
         """Wait until the downloader slot of *request* (*key*) would start it at once."""
         while True:
-            hold = _compat.slot_hold(engine, request)
+            hold = compat.slot_hold(engine, request)
             if hold > 0:
-                await self._parking.wait(request, deferLater(_loop.clock(), hold), park=park)
+                await self._parking.wait(request, deferLater(loop.clock(), hold), park=park)
             elif self._slot_full(engine, request, key):
                 await self._wait_for_room(request, key, park)
             else:
@@ -167,7 +225,7 @@ class CrawlDelays:
         never arrives nor leaves)."""
         room: Deferred[None] = Deferred()
         self._rooms.setdefault(key, []).append(room)
-        room.addTimeout(self.ROOM_RECHECK_SECONDS, _loop.clock(), onTimeoutCancel=_look_again)
+        room.addTimeout(self.ROOM_RECHECK_SECONDS, loop.clock(), onTimeoutCancel=_look_again)
         try:
             await self._parking.wait(request, room, park=park)
         finally:
@@ -181,7 +239,7 @@ class CrawlDelays:
         """Whether the slot of *request*, ready when its turn was reserved,
         would hold it now: another origin in it (another port of the host,
         a shared ``download_slot``) started meanwhile, or filled it."""
-        return _compat.slot_hold(engine, request) > 0 or self._slot_full(engine, request, key)
+        return compat.slot_hold(engine, request) > 0 or self._slot_full(engine, request, key)
 
     def _slot_full(self, engine: ExecutionEngine, request: Request, key: str) -> bool:
         """Whether the slot of *request* (*key*) is full, the claims of other
@@ -191,7 +249,7 @@ class CrawlDelays:
         now = time.monotonic()
         for expired in [claimant for claimant, until in claims.items() if until <= now]:
             del claims[expired]
-        return _compat.slot_full(engine, request, (claimant for claimant in claims if claimant is not request))
+        return compat.slot_full(engine, request, (claimant for claimant in claims if claimant is not request))
 
     def _reached(self, request: Request, spider: object = None) -> None:
         """Count (and log once) a paced request that reached another
@@ -201,7 +259,7 @@ class CrawlDelays:
             return  # nothing paced is on its way: every request of the crawl comes here
         paced = self._released.pop(request, None)
         engine = self._crawler.engine
-        final = None if paced is None or engine is None else _compat.moved_to(engine, request, paced)
+        final = None if paced is None or engine is None else compat.moved_to(engine, request, paced)
         if final is None:
             return
         self._crawler.stats.inc_value("robotstxt/crawl_delay/slot_moved")
@@ -225,7 +283,7 @@ class CrawlDelays:
         engine = self._crawler.engine
         if engine is None or not (self._claims or self._rooms):
             return  # nothing paced waits: every response of the crawl comes here
-        key = _compat.slot_key(engine, request)
+        key = compat.slot_key(engine, request)
         claims = self._claims.get(key)
         if claims is not None:
             claims.pop(request, None)
@@ -238,7 +296,7 @@ class CrawlDelays:
         """Wait for the store's answer, then until the turn it gives starts."""
         start = await maybe_deferred_to_future(reserved) if isinstance(reserved, Deferred) else reserved
         if start is not None and start > time.time():
-            await _loop.sleep(start - time.time())
+            await loop.sleep(start - time.time())
         return start
 
     def _announce(self, origin: str, written: float, delay: float) -> None:

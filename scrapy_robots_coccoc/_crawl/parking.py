@@ -23,7 +23,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import CancelledError, Deferred
 
-from . import _compat, _loop
+from . import compat, loop
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -65,7 +65,7 @@ class Parking:
         # Requests done waiting, in turn for a place in the downloader.
         self._returning: deque[tuple[Request, Deferred[None]]] = deque()
         self._closing = False
-        self._watch: _loop.Timer | None = None  # the next look around, while requests wait
+        self._watch: loop.Timer | None = None  # the next look around, while requests wait
         crawler.signals.connect(self._on_departure, signal=signals.request_left_downloader)
         crawler.signals.connect(self._keep_open, signal=signals.spider_idle)
         crawler.signals.connect(self._stop_watching, signal=signals.spider_closed)
@@ -79,8 +79,8 @@ class Parking:
         raise :class:`SpiderClosing` when the spider closes meanwhile."""
         engine = self._crawler.engine
         assert engine is not None
-        active = _compat.downloader_active(engine)
-        closing = _compat.engine_closing(engine)
+        active = compat.downloader_active(engine)
+        closing = compat.engine_closing(engine)
         parks = park and not closing and request in active and len(self._parked) < self._max_parked
         self._waiting[request] = deferred
         if closing:
@@ -121,17 +121,17 @@ class Parking:
         in one turn and stall the reactor for tenths of a second; this way
         a turn lets at most ``CONCURRENT_REQUESTS`` in."""
         if not self._leaving:
-            _loop.call_later(0, self._leave)
+            loop.call_later(0, self._leave)
         self._leaving.add(request)
 
     def _leave(self) -> None:
         engine = self._crawler.engine
         if engine is None or not self._leaving:
             return
-        active = _compat.downloader_active(engine)
+        active = compat.downloader_active(engine)
         active.difference_update(self._leaving)
         self._leaving.clear()
-        _compat.wake_engine(engine)  # the engine may start other requests now
+        compat.wake_engine(engine)  # the engine may start other requests now
 
     async def _return(self, request: Request, active: set[Request]) -> None:
         """Wait for a place in the downloader, unless one is free now."""
@@ -150,7 +150,7 @@ class Parking:
         engine = self._crawler.engine
         if engine is None:
             return
-        active = _compat.downloader_active(engine)
+        active = compat.downloader_active(engine)
         while self._returning and self._has_room(active, departing):
             request, turn = self._returning.popleft()
             active.add(request)  # taken now, before the engine fills it
@@ -162,7 +162,7 @@ class Parking:
 
     def _look_around(self) -> None:
         self._watch = None
-        if _compat.engine_closing(self._crawler.engine):
+        if compat.engine_closing(self._crawler.engine):
             self._closing = True
             for deferred in [*self._waiting.values(), *(turn for _, turn in self._returning)]:
                 deferred.cancel()
@@ -179,7 +179,7 @@ class Parking:
 
     def _watch_soon(self) -> None:
         if self._watch is None:
-            self._watch = _loop.call_later(self.WATCH_SECONDS, self._look_around)
+            self._watch = loop.call_later(self.WATCH_SECONDS, self._look_around)
 
     def _stop_watching(self) -> None:
         if self._watch is not None:

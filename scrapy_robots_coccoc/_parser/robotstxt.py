@@ -6,9 +6,10 @@ import re
 import sys
 from typing import NamedTuple
 
-from ._ruleset import END_SPACE, MEMBER_LINE, RequestRate, Rule, RuleSet, Section, VisitTime, fold_case, member_field
-from ._urlpattern import path_of
-from ._useragent import EXACT, agent_key, robot_name
+from .lexer import END_SPACE, MEMBER_LINE, fold_case, member_field
+from .ruleset import RequestRate, Rule, RuleSet, Section, VisitTime
+from .urlpattern import path_of
+from .useragent import EXACT, agent_key, robot_name
 
 #: Bytes of a robots.txt that are read; RFC 9309 §2.5 asks crawlers to read at least 500 KiB.
 MAX_BYTES = 500 * 1024

@@ -8,7 +8,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable
 
-from ._robotstxt import MAX_BYTES
+from .robotstxt import MAX_BYTES
 
 # Optional, as for Scrapy: br and zstd bodies are read when they are installed.
 try:

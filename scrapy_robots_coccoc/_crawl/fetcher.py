@@ -22,12 +22,13 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.misc import load_object
 from scrapy.utils.python import to_unicode
 
-from . import _compat, _settings
-from ._content import MAX_DOWNLOAD_BYTES, complete_lines
-from ._robotstxt import MAX_BYTES, RobotsTxt
-from .body import parsed
+from .._parser import MAX_BYTES, RobotsTxt
+from .._parser.body import MAX_DOWNLOAD_BYTES, complete_lines
+from . import compat
+from . import settings as _settings
 from .origins import DEFAULT_PORTS, InvalidOrigin, origin_of, robots_url
 from .parking import SpiderClosing
+from .parse import parsed
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -37,7 +38,7 @@ logger = logging.getLogger(__name__)
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: Meta keys of the page's request that the robots.txt request carries, so it
 #: leaves the way its page would.
-INHERITED_META = ("proxy", _compat.PROXY_AUTH_META, "bindaddress", "download_timeout")
+INHERITED_META = ("proxy", compat.PROXY_AUTH_META, "bindaddress", "download_timeout")
 #: What a proxy answers when it wants credentials: the proxy's answer, not the site's.
 PROXY_AUTHENTICATION_REQUIRED = 407
 
@@ -157,7 +158,7 @@ def classify(exc: BaseException, proxy: str | None = None) -> NoAnswer | LocalFa
     """The outcome of a download that raised *exc*, through *proxy* if any:
     a proxy that cannot be reached says nothing of the site (a dead proxy
     made its sites unavailable for an hour, for every worker)."""
-    if is_local(exc) or not isinstance(exc, _NO_ANSWER) or _compat.proxy_refused(exc):
+    if is_local(exc) or not isinstance(exc, _NO_ANSWER) or compat.proxy_refused(exc):
         return LocalFault(describe(exc))
     if proxy and isinstance(exc, _NOT_CONNECTED):
         return LocalFault(f"proxy {proxy} unreachable: {describe(exc)}")
@@ -212,14 +213,14 @@ class RobotsTxtFetcher:
         assert engine is not None
         outcome: NoAnswer | LocalFault = LocalFault("not attempted")
         for _ in range(self._max_retries + 1):
-            if _compat.engine_closing(engine):
+            if compat.engine_closing(engine):
                 # No retry or redirect hop once the spider closes: nothing is
                 # learnt, and the requests waiting go back to the scheduler.
                 raise SpiderClosing(f"{url}: fetch interrupted, the spider is closing")
             self._stats.inc_value("robotstxt/request_count")
             request = self._request(url, trigger)
             try:
-                response = await _compat.download(engine, request)
+                response = await compat.download(engine, request)
             except IgnoreRequest as exc:
                 # Another middleware refused the fetch (the HTTP cache in
                 # offline mode, say): the project's choice, as with Scrapy's

@@ -1,0 +1,79 @@
+"""What a store is: the :class:`Store` protocol the middleware calls, and
+the :class:`OriginState` it keeps per origin."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
+
+if TYPE_CHECKING:
+    from .._parser import RobotsTxt
+
+T = TypeVar("T")
+#: What a store method returns: its answer, or an awaitable of it.
+MaybeAwaitable: TypeAlias = T | Awaitable[T]
+
+
+@dataclass(slots=True, frozen=True)
+class OriginState:
+    """The outcome of one robots.txt fetch.
+
+    ``robots`` holds the rules after a 200 answer; it is None both after any
+    other answer (``unavailable`` False: everything allowed) and after no
+    answer at all (``unavailable`` True: nothing is downloaded until
+    ``expires_at``).
+    """
+
+    robots: RobotsTxt | None
+    unavailable: bool
+    expires_at: float
+
+
+class Store(Protocol):
+    """What the middleware asks of a store.
+
+    Each method may return its answer, or an awaitable of it that the
+    middleware awaits: a store that talks to a server must not block the
+    reactor. Synchronous stores (like :class:`MemoryStore`, the fast path)
+    are accepted as they are. An asynchronous store returns awaitables the
+    crawl's loop can drive: coroutines or asyncio futures under Scrapy's
+    default asyncio reactor (or with no reactor), coroutines or Deferreds
+    under another Twisted reactor.
+
+    A store may also offer ``peek(origin) -> OriginState | None``: what this
+    process knows without any I/O, so that a known origin's requests are
+    decided at once; None sends the middleware to ``get``. And
+    ``release(origin)``: the fetch this process claimed ended with nothing
+    to store (the spider closed, or a fault of this machine), so another
+    worker may fetch the origin now rather than when the claim expires; a
+    claim this process does not hold (any more) stays.
+    """
+
+    def get(self, origin: str) -> MaybeAwaitable[OriginState | None]:
+        """The origin's state, fresh or stale; None if unknown."""
+
+    def set(self, origin: str, state: OriginState, body: bytes | None) -> MaybeAwaitable[None]:
+        """Keep a fetch's outcome; *body* is the robots.txt read (b"" without
+        rules; None when a failed refresh keeps the rules already stored)."""
+
+    def claim(self, origin: str, seconds: float) -> MaybeAwaitable[bool]:
+        """Whether this process should fetch the origin's robots.txt now:
+        False while another worker does (for at most *seconds*)."""
+
+    def reserve(self, origin: str, spacing: float) -> MaybeAwaitable[float | None]:
+        """Reserve a start time (a ``time.time()`` value) for the next
+        request to a paced origin, at least *spacing* seconds after every
+        start reserved before it, by any worker, and no earlier than the
+        answer (a store whose answer came too late reserves again). None
+        from a store that does not pace.
+
+        The caller sleeps until that time and starts the request at once. A
+        caller that wakes (or finds the request ready) more than *grace*
+        seconds late gives the turn up and reserves again: a turn used late
+        would squeeze the next one, a turn given up only widens a gap. So
+        consecutive requests start at least ``spacing - grace`` apart,
+        whatever stalls, restarts or slow answers happen: spacing = the
+        Crawl-delay and grace = 5% of it keep them 0.95 x the Crawl-delay
+        apart.
+        """

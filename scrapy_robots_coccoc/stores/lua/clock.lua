@@ -1,0 +1,2 @@
+-- Redis's clock: {seconds, microseconds}.
+return redis.call('TIME')

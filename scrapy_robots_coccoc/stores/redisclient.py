@@ -1,0 +1,125 @@
+"""Redis clients for the loop that runs the crawl, and the Lua scripts they run."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any, cast
+
+from twisted.internet.defer import Deferred
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+    from twisted.internet.interfaces import IReactorFromThreads
+
+# Each script reads nothing it did not check: another version, a bug or a
+# hand in redis-cli may have left anything under our keys.
+_HELPERS = {"read": ("fits",), "claim": ("number", "fits"), "reserve": ("number",)}
+_NAMES = ("read", "store", "keep", "claim", "reserve", "clock", "release")
+
+
+def _lua(name: str) -> str:
+    return (files(__package__) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+#: Script name -> Lua source, the helper functions it uses first.
+SCRIPTS = {name: "".join(_lua(part) for part in (*_HELPERS.get(name, ()), name)) for name in _NAMES}
+
+
+class AsyncioRedis:
+    """``redis.asyncio`` on the loop that runs the crawl."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._scripts = {name: client.register_script(source) for name, source in SCRIPTS.items()}
+
+    async def run(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        return await self._scripts[script](keys=keys, args=args)
+
+    async def load_script(self, script: str) -> None:
+        await self._client.script_load(script)
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+class ThreadedRedis:
+    """The blocking client in threads of its own (not the reactor's pool,
+    which the default DNS resolver uses); answers come back as Deferreds on
+    the reactor thread."""
+
+    def __init__(self, client: Any, threads: int) -> None:
+        from twisted.internet import reactor
+
+        self._client = client
+        self._reactor = cast("IReactorFromThreads", reactor)
+        self._scripts = {name: client.register_script(source) for name, source in SCRIPTS.items()}
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="robotstxt-redis")
+
+    def run(self, script: str, keys: list[str], args: list[Any]) -> Deferred[Any]:
+        return self._in_thread(self._scripts[script], keys=keys, args=args)
+
+    def load_script(self, script: str) -> Deferred[Any]:
+        return self._in_thread(self._client.script_load, script)
+
+    def _in_thread(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Deferred[Any]:
+        answer: Deferred[Any] = Deferred()
+
+        def settle(future: Future[Any]) -> None:
+            error = future.exception()
+            if error is None:
+                answer.callback(future.result())
+            else:
+                answer.errback(error)
+
+        future = self._pool.submit(call, *args, **kwargs)
+        future.add_done_callback(lambda done: self._reactor.callFromThread(settle, done))
+        return answer
+
+    async def close(self) -> None:
+        self._pool.shutdown(wait=False)
+        self._client.close()
+
+
+def redis_client(settings: BaseSettings) -> Any:
+    """A Redis client for the loop that runs this crawl, chosen at start-up:
+    ``redis.asyncio`` under an asyncio loop, else the blocking one (that
+    :class:`RedisStore` runs in threads); a clear error when neither can
+    work."""
+    try:
+        import redis
+        import redis.asyncio
+    except ImportError as exc:
+        raise RuntimeError(
+            f"RedisStore needs redis-py 4.2 or newer ({exc}): pip install 'scrapy-robots-coccoc[redis]'"
+        ) from exc
+    module: Any = redis.asyncio if _asyncio_runs_the_crawl(settings) else redis
+    options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
+    url = settings.get("ROBOTSTXT_REDIS_URL") or settings.get("REDIS_URL")
+    if url:
+        # The URL's options win over ours, but the store reads bytes: with
+        # decode_responses=True every read failed and nothing was shared.
+        pool = module.ConnectionPool.from_url(url, **options)
+        pool.connection_kwargs["decode_responses"] = False
+        return module.Redis.from_pool(pool)  # closed with the client
+    return module.Redis(
+        host=settings.get("REDIS_HOST", "localhost"), port=settings.getint("REDIS_PORT", 6379), **options
+    )
+
+
+def _asyncio_runs_the_crawl(settings: BaseSettings) -> bool:
+    """Whether an asyncio loop runs the crawl: Scrapy's asyncio reactor, or
+    no reactor at all (``TWISTED_REACTOR_ENABLED = False``, Scrapy 2.15+)."""
+    if not settings.getbool("TWISTED_REACTOR_ENABLED", True):
+        return True
+    if "twisted.internet.reactor" not in sys.modules:
+        raise RuntimeError(
+            "RedisStore was built before a Twisted reactor was installed: it cannot tell whether to use "
+            "redis.asyncio (asyncio reactor) or its own threads (another reactor)"
+        )
+    from twisted.internet import reactor
+    from twisted.internet.asyncioreactor import AsyncioSelectorReactor
+
+    return isinstance(reactor, AsyncioSelectorReactor)
