@@ -20,7 +20,7 @@ import scrapy_robots_coccoc  # noqa: E402
 
 project = "scrapy-robots-coccoc"
 author = "scrapy-robots-coccoc developers"
-copyright = "scrapy-robots-coccoc developers"  # noqa: A001
+copyright = "scrapy-robots-coccoc developers"
 release = scrapy_robots_coccoc.__version__
 version = ".".join(release.split(".")[:2])
 
