@@ -396,7 +396,7 @@ def test_readme_first_crawl_in_a_new_startproject(tmp_path):
     robots = next(b.text for b in readme_blocks if b.info == "text" and b.text.startswith("User-agent"))
     paths = re.findall(r"`(/[^`]+)`", re.search(r"home page links to(.*?)\.\s", source, re.S)[1])
     spider = next(b for b in readme_blocks if b.info == "python" and "(scrapy.Spider)" in b.text)
-    spider_file = re.search(r"A spider in the project \(`([^`]+)`\)", source)[1]
+    spider_file = re.search(r"A spider in the project \(`([^`]+)`", source)[1]
     log = _block_after(readme_blocks, "`scrapy crawl pages` logs", source)
     settings = [b.text for b in readme_blocks if b.info == "python" and _only_settings(b.text)]
 
