@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scrapy import signals as scrapy_signals
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "scrapy_robots_coccoc"
 DOCS = ROOT / "docs"
@@ -93,18 +95,20 @@ def scan_package() -> Uses:
     trees = {path: ast.parse(path.read_text(encoding="utf-8"), str(path)) for path in package_modules()}
     constants = _constants(trees)
     uses = Uses()
-    for path, tree in trees.items():
-        _Scanner(path, constants, uses).visit(tree)
+    for path, tree in trees.items():  # the signals of ours: the names of a signals module
         if path.name == "signals.py":
             for node in tree.body:
                 for target in getattr(node, "targets", []):
                     if isinstance(target, ast.Name) and not target.id.startswith("_"):
                         uses.signals.add(target.id)
+    for path, tree in trees.items():
+        _Scanner(path, constants, uses).visit(tree)
     return uses
 
 
 class _Scanner(ast.NodeVisitor):
     def __init__(self, path: Path, constants: dict[str, tuple[str, ...]], uses: Uses) -> None:
+        self.known_signals = {name for name in dir(scrapy_signals) if not name.startswith("_")} | uses.signals
         self.path = path
         self.constants = constants
         self.uses = uses
@@ -206,18 +210,19 @@ class _Scanner(ast.NodeVisitor):
                 self.uses.stats.add(key)
 
     def signal(self, node: ast.Call) -> None:
+        """The signal a ``send_catch_log*`` call sends: its ``signal=``
+        argument, else the positional one that names a signal (ours, Scrapy's,
+        or a constant bound to ``getattr(scrapy.signals, "name", None)``)."""
         candidates = [keyword.value for keyword in node.keywords if keyword.arg == "signal"] or list(node.args)
         params = set().union(*self.params) if self.params else set()
         for candidate in candidates:
             if isinstance(candidate, ast.Name) and candidate.id in params:
                 return  # a function that passes its caller's signal on
             name = candidate.id if isinstance(candidate, ast.Name) else getattr(candidate, "attr", None)
-            if name is None:
-                continue
-            if name in self.constants:  # bound to getattr(scrapy.signals, "name", None)
+            if name in self.constants:
                 self.uses.signals.update(self.constants[name])
                 return
-            if isinstance(candidate, ast.Name) and not name.isupper() and name == name.lower():
+            if name in self.known_signals:
                 self.uses.signals.add(name)
                 return
         raise Unresolved(f"{self.where(node)}: cannot tell which signal {ast.unparse(node)!r} sends")
