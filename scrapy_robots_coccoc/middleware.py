@@ -25,6 +25,7 @@ from ._crawl.fetcher import RobotsTxtFetcher
 from ._crawl.origins import InvalidOrigin, origin_of
 from ._crawl.pacing import CrawlDelays
 from ._crawl.parking import Parking, SpiderClosing
+from ._crawl.storecalls import GuardedStore
 from .body import RobotsTxtBodyMiddleware
 from .exceptions import OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden, RobotsTxtOnly
 
@@ -68,16 +69,21 @@ class RobotsTxtMiddleware:
             max_retries,
             self._check_middlewares(crawler),
         )
+        guarded = GuardedStore(
+            store,
+            crawler,
+            _settings.number(settings, "ROBOTSTXT_STORE_TIMEOUT", 10, positive=True),
+            max_origins,
+        )
         self._origins = OriginCoordinator(
             crawler,
-            store,
+            guarded,
             fetcher,
             cache_seconds=_settings.number(settings, "ROBOTSTXT_CACHE_SECONDS", 86400),
             unavailable_seconds=_settings.number(settings, "ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
             # One hop's worst case: a crashed peer holds the others no longer
             # (an hour at most, whatever DOWNLOAD_TIMEOUT and the retries say).
             claim_seconds=min(settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (max_retries + 1) + 5, 3600.0),
-            store_seconds=_settings.number(settings, "ROBOTSTXT_STORE_TIMEOUT", 10, positive=True),
             max_origins=max_origins,
         )
         concurrency = settings.getint("CONCURRENT_REQUESTS")
@@ -87,7 +93,7 @@ class RobotsTxtMiddleware:
             CrawlDelays(
                 crawler,
                 _settings.number(settings, "ROBOTSTXT_MAX_CRAWL_DELAY", 10),
-                self._origins.reserve,
+                guarded.reserve,
                 self._parking,
                 max_origins,
             )

@@ -8,41 +8,32 @@ signal handler, a cancellation), every waiting request is released in one
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import math
 import time
 from collections import OrderedDict
-from inspect import isawaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from twisted.internet.defer import CancelledError, Deferred
-from twisted.python.failure import Failure
+from twisted.internet.defer import Deferred
 
 from ..exceptions import RobotsTxtFault
 from ..signals import robotstxt_sitemaps_found
 from ..sitemaps import MAX_SITEMAPS, listed_sitemaps
-from ..stores import MemoryStore, OriginState
+from ..stores import OriginState
 from . import compat, loop
 from .fetcher import LocalFault, Rules, Unrestricted, describe
 from .origins import robots_url
-from .pacing import turns_horizon
 from .parking import SpiderClosing
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
-
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-    from ..stores import Store
     from .fetcher import FetchOutcome, RobotsTxtFetcher
+    from .storecalls import GuardedStore
 
 logger = logging.getLogger(__name__)
 
-#: What a store's failed answer is replaced with, told apart from None.
-_FAILED = object()
 #: How often to look for a robots.txt another worker is fetching: from the
 #: first to the last interval, doubling.
 PEER_POLL_SECONDS = (0.01, 0.2)
@@ -57,13 +48,12 @@ class OriginCoordinator:
     def __init__(
         self,
         crawler: Crawler,
-        store: Store,
+        store: GuardedStore,
         fetcher: RobotsTxtFetcher,
         *,
         cache_seconds: float,
         unavailable_seconds: float,
         claim_seconds: float,
-        store_seconds: float,
         max_origins: int,
     ) -> None:
         self._crawler = crawler
@@ -75,7 +65,6 @@ class OriginCoordinator:
         # How long peers sharing the store wait for the one that fetches:
         # the claim expires then, and the wait ends with a fetch of our own.
         self._claim_seconds = claim_seconds
-        self._store_seconds = store_seconds  # the longest a store call may take
         self._max_origins = max(1, max_origins)
         # Origin -> Deferreds of the requests waiting for its fetch; an
         # origin is in here exactly while its fetch runs.
@@ -84,8 +73,6 @@ class OriginCoordinator:
         self._silent_before: set[str] = set()  # origins fetched again after being unavailable
         # Origin -> (until, cause) of a local fault; bounded like the store.
         self._faults: OrderedDict[str, tuple[float, str]] = OrderedDict()
-        # Turns of this process alone, for when the store cannot give one.
-        self._paced_here = MemoryStore(self._max_origins)
         # Origin -> expiry of the state whose sitemaps this process announced.
         self._announced: OrderedDict[str, float] = OrderedDict()
 
@@ -100,9 +87,7 @@ class OriginCoordinator:
         self._raise_fault(origin)
         if origin in self._waiters:
             return self._refreshing.get(origin)
-        if not hasattr(self._store, "peek"):
-            return None
-        return self._usable(origin, self._checked("peek", self._store.peek, origin), request)
+        return self._use(origin, self._store.peek(origin), request)
 
     def waiter(self, origin: str, request: Request) -> Deferred[OriginState]:
         """A Deferred that fires with the state to decide *request* by, once
@@ -112,8 +97,8 @@ class OriginCoordinator:
     async def _state_for(self, origin: str, request: Request) -> OriginState:
         stored: OriginState | None = None
         if origin not in self._waiters:
-            stored = await self._call_store("get", None, origin)
-            state = self._usable(origin, stored, request)
+            stored = await self._store.get(origin)
+            state = self._use(origin, stored, request)
             if state is not None:
                 return state
             self._raise_fault(origin)
@@ -131,42 +116,9 @@ class OriginCoordinator:
             self._start_fetch(origin, request, stale=None, waiters=[waiter])
         return await maybe_deferred_to_future(waiter)
 
-    def reserve(self, origin: str, spacing: float) -> float | Deferred[float | None] | None:
-        """The start of *origin*'s next turn, from the store (see
-        :meth:`.Store.reserve`): at once from a synchronous store, a
-        Deferred from one that answers later (the caller waits for it
-        parked). Guarded like every store call: a failure, or an answer that
-        makes no sense (not a finite time, or absurdly far), is a WARNING,
-        and the turn is this process's own: the origin stays paced."""
-        try:
-            answer = self._store.reserve(origin, spacing)
-        except Exception as exc:
-            return self._store_failed("reserve", origin, exc, self._paced_here.reserve(origin, spacing))
-        if isawaitable(answer):
-            later = deferred_from_coro(self._answer("reserve", origin, answer, _FAILED))
-            return later.addCallback(lambda start: self._believable(origin, spacing, start))
-        return self._believable(origin, spacing, answer)
-
-    def _believable(self, origin: str, spacing: float, start: Any) -> float | None:
-        if start is None:
-            return None
-        # Turns of every request waiting for an origin may legitimately be
-        # this far ahead; 1e12 (year 33,658) is not.
-        if not (_finite(start) and start <= time.time() + turns_horizon(spacing)):
-            if start is not _FAILED:  # a failure was reported already
-                self._store_failed("reserve", origin, ValueError(f"unbelievable start {start!r}"), None)
-            return self._paced_here.reserve(origin, spacing)
-        # Every turn is noted here, and none comes before the last one noted
-        # allows: a store that lost its record (a Redis flush or restart),
-        # or does not know the turns paced here while it failed, gives no
-        # turn right after one of ours.
-        start = max(start, self._paced_here.next_start(origin))
-        self._paced_here.reserved_until(origin, start + spacing)
-        return start
-
-    def _usable(self, origin: str, state: OriginState | None, request: Request) -> OriginState | None:
-        """*state* if requests may be decided by it now (a stale one with rules
-        starts a refresh); None when robots.txt must be fetched first."""
+    def _use(self, origin: str, state: OriginState | None, request: Request) -> OriginState | None:
+        """Put *state* to use for *request*: start a refresh if it is stale,
+        announce its sitemaps; None when robots.txt must be fetched first."""
         if state is None:
             return None
         if state.expires_at <= time.time():
@@ -212,7 +164,7 @@ class OriginCoordinator:
         except Exception as exc:
             result = self._fault(origin, stale, LocalFault(describe(exc)))
             if isinstance(result, OriginState):
-                self._call_store_later("set", origin, result, None)
+                self._store.set_later(origin, result, None)
         finally:
             self._refreshing.pop(origin, None)
             self._silent_before.discard(origin)
@@ -230,14 +182,14 @@ class OriginCoordinator:
         worker stores."""
         interval, longest = PEER_POLL_SECONDS
         deadline = time.monotonic() + self._claim_seconds
-        while not (claimed := await self._call_store("claim", True, origin, self._claim_seconds)):
+        while not (claimed := await self._store.claim(origin, self._claim_seconds)):
             if time.monotonic() >= deadline:
                 break  # the peer is gone or stuck: fetch here
             await loop.sleep(interval)
             if compat.engine_closing(self._crawler.engine):
                 raise SpiderClosing(f"{origin}: no longer waiting for another worker's fetch, the spider is closing")
             interval = min(interval * 2, longest)
-            state = await self._call_store("get", None, origin)
+            state = await self._store.get(origin)
             if state is not None and state.expires_at > time.time():
                 self._announce(origin, state, request)
                 return state
@@ -250,13 +202,13 @@ class OriginCoordinator:
             # Not awaited: the waiters need not wait for a shared store's
             # round trip (a store keeps what it was given at once, as
             # MemoryStore and RedisStore's local copy do). It ends the claim.
-            self._call_store_later("set", origin, state, body)
+            self._store.set_later(origin, state, body)
             stored = True
         finally:
-            if claimed and not stored and hasattr(self._store, "release"):
+            if claimed and not stored:
                 # Nothing learnt (the spider closed, or a fault here): a peer
                 # may fetch the origin now, not when the claim expires.
-                self._call_store_later("release", origin)
+                self._store.release_later(origin)
         if isinstance(outcome, Rules):
             await self._parsed(origin, outcome, request)
         self._announce(origin, state, request)
@@ -361,81 +313,3 @@ class OriginCoordinator:
         self._crawler.signals.send_catch_log(
             signal=robotstxt_sitemaps_found, origin=origin, sitemaps=sitemaps, request=request
         )
-
-    async def _call_store(self, method: str, default: Any, *args: Any) -> Any:
-        """Call the store, synchronous or not; its failure is a WARNING and
-        *default*, never an exception that could strand waiting requests."""
-        try:
-            result = getattr(self._store, method)(*args)
-        except Exception as exc:
-            return self._store_failed(method, args[0], exc, default)
-        if isawaitable(result):
-            result = await self._answer(method, args[0], result, default)
-        return self._readable(args[0], result) if method == "get" else result
-
-    def _call_store_later(self, method: str, *args: Any) -> None:
-        """Call the store now, and let an asynchronous answer come later."""
-        try:
-            result = getattr(self._store, method)(*args)
-        except Exception as exc:
-            self._store_failed(method, args[0], exc, None)
-            return
-        if isawaitable(result):
-            deferred_from_coro(self._answer(method, args[0], result, None))
-
-    async def _answer(self, method: str, origin: str, answer: Awaitable[Any], default: Any) -> Any:
-        """A store's asynchronous answer, awaited for at most
-        ``ROBOTSTXT_STORE_TIMEOUT``; its failure is a WARNING and *default*.
-        A cancellation is not a failure: the waiting request is leaving (the
-        spider closes), and must learn it rather than go on unpaced."""
-        bounded = deferred_from_coro(answer).addTimeout(self._store_seconds, loop.clock(), onTimeoutCancel=_timed_out)
-        try:
-            return await maybe_deferred_to_future(bounded)
-        except CancelledError:
-            raise
-        except Exception as exc:
-            return self._store_failed(method, origin, exc, default)
-
-    def _checked(self, method: str, call: Any, origin: str) -> OriginState | None:
-        """A synchronous read of the store, with the same guards."""
-        try:
-            return self._readable(origin, call(origin))
-        except Exception as exc:
-            return self._store_failed(method, origin, exc, None)
-
-    def _store_failed(self, method: str, origin: str, exc: Exception, default: Any) -> Any:
-        self._stats.inc_value("robotstxt/store_errors")
-        logger.warning(
-            "robots.txt store failed in %s(%s): %s",
-            method,
-            origin,
-            describe(exc),
-            extra={"spider": self._crawler.spider},
-        )
-        return default
-
-    def _readable(self, origin: str, state: Any) -> OriginState | None:
-        """*state* if the coordinator can use it; a store's garbage is None."""
-        if state is None or (isinstance(state, OriginState) and _finite(state.expires_at)):
-            return state
-        self._stats.inc_value("robotstxt/store_errors")
-        logger.warning(
-            "robots.txt store returned an unreadable state for %s: ignored",
-            origin,
-            extra={"spider": self._crawler.spider},
-        )
-        return None
-
-
-def _timed_out(result: Any, timeout: float) -> Any:
-    """What a store call cancelled by its timeout ends with: TimeoutError,
-    whether the cancellation came out as Twisted's or (a coroutine on the
-    asyncio loop) as asyncio's, which Twisted's own conversion lets through."""
-    if isinstance(result, Failure) and result.check(CancelledError, asyncio.CancelledError):
-        raise TimeoutError(f"the store did not answer within {timeout} s")
-    return result
-
-
-def _finite(value: Any) -> bool:
-    """Whether a store's answer is a finite number of seconds."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

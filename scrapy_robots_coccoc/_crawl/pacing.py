@@ -130,7 +130,7 @@ class CrawlDelays:
     ) -> None:
         self._crawler = crawler
         self._max_delay = max_delay
-        self._reserve = reserve  # the store's reserve, guarded by the coordinator
+        self._reserve = reserve  # the store's, guarded
         self._parking = parking
         self._max_origins = max(1, max_origins)
         self._announced: OrderedDict[str, float] = OrderedDict()  # origin -> delay logged for it
