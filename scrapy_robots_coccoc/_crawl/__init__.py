@@ -1,3 +1,1 @@
-"""The crawl machinery behind the middleware: fetching robots.txt, one
-fetch per origin, parking waiting requests, pacing. Private: the public
-names are those of the package."""
+"""The crawl machinery behind the middleware (private): robots.txt fetches, parking, pacing."""

@@ -1,11 +1,6 @@
-"""The one door to Scrapy internals and to names that differ between Scrapy
-versions (2.13 to the newest).
+"""The one door to Scrapy internals and to names that differ between Scrapy versions (2.13 to the newest).
 
-Everything private or version-dependent that the package touches is reached
-through here, and :func:`check` verifies at start-up that each still exists:
-a Scrapy upgrade that renames one is a clear start-up error, never a site's
-failure. ``tests/test_compat.py`` holds a canary test per name.
-"""
+:func:`check` fails at start-up when one is missing; ``tests/test_compat.py`` holds a canary per name."""
 
 from __future__ import annotations
 
@@ -32,25 +27,20 @@ if TYPE_CHECKING:
     from scrapy.signalmanager import SignalManager
 
 SCRAPY_VERSION = tuple(int(part) for part in re.findall(r"\d+", scrapy.__version__)[:2])
-#: Scrapy's own RobotsTxtMiddleware of these versions gives the parser to
-#: the first request waiting for a robots.txt fetch only: the others get
-#: None and go unchecked, whatever ``ROBOTSTXT_PARSER`` is (found on 2.14
-#: to 2.19, not on 2.13).
+#: Scrapy 2.14 to 2.19's own RobotsTxtMiddleware gives the parser only to the first request waiting for a
+#: robots.txt fetch: the others go unchecked, whatever ``ROBOTSTXT_PARSER`` is.
 STOCK_MIDDLEWARE_SKIPS_WAITERS = (2, 14) <= SCRAPY_VERSION <= (2, 19)
 
 #: Scrapy's own robots.txt middleware, which ours replaces.
 STOCK_ROBOTSTXT_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 
-#: The clock of a downloader slot's ``lastseen``: ``time.monotonic`` from
-#: Scrapy 2.18, ``time.time`` before.
+#: The clock of ``Slot.lastseen``: ``time.monotonic`` from Scrapy 2.18, ``time.time`` before.
 _SLOT_CLOCK: Callable[[], float] = getattr(downloader_module, "monotonic", None) or time.time
 
-#: The meta key in which HttpProxyMiddleware notes the proxy that a
-#: request's ``Proxy-Authorization`` header is for: it drops the header for
-#: any other proxy.
+#: HttpProxyMiddleware's meta key for the proxy a ``Proxy-Authorization`` header is for (dropped for any other).
 PROXY_AUTH_META = "_auth_proxy"
 
-#: How Scrapy's TunnelError gives the proxy's answer to CONNECT: in its message only.
+#: TunnelError gives the proxy's answer to CONNECT in its message only.
 _TUNNEL_STATUS = re.compile(r"\[\{'status': (\d{3}),")
 
 #: Scrapy's ``robots_parsed`` signal (2.18+); None where Scrapy has none.
@@ -93,15 +83,14 @@ def _has(cls: type, *names: str) -> bool:
 
 
 async def download(engine: ExecutionEngine, request: Request) -> Response:
-    """Send *request* through the downloader middlewares and the downloader,
-    outside the scheduler (``download_async`` from Scrapy 2.14)."""
+    """Download *request* outside the scheduler: ``ExecutionEngine.download_async`` (2.14+), else ``download``."""
     if hasattr(engine, "download_async"):
         return await engine.download_async(request)
     return await maybe_deferred_to_future(engine.download(request))
 
 
 async def send_catch_log_async(signal_manager: SignalManager, signal: object, **kwargs: Any) -> None:
-    """Send a signal whose handlers may be asynchronous, logging their errors."""
+    """``SignalManager.send_catch_log_async`` from Scrapy 2.14, else ``send_catch_log_deferred``."""
     if hasattr(signal_manager, "send_catch_log_async"):
         await signal_manager.send_catch_log_async(signal=signal, **kwargs)
     else:
@@ -109,34 +98,29 @@ async def send_catch_log_async(signal_manager: SignalManager, signal: object, **
 
 
 def downloader_active(engine: ExecutionEngine) -> set[Request]:
-    """The requests the downloader counts against ``CONCURRENT_REQUESTS``."""
+    """``Downloader.active``: the requests counted against ``CONCURRENT_REQUESTS``."""
     return engine.downloader.active
 
 
 def wake_engine(engine: ExecutionEngine) -> None:
-    """Make the engine look for requests to start, on its next turn."""
+    """Make the engine look for requests to start on its next turn (``ExecutionEngine._slot.nextcall``)."""
     if engine._slot is not None:
         engine._slot.nextcall.schedule()
 
 
 def engine_closing(engine: ExecutionEngine | None) -> bool:
-    """Whether the engine is closing the spider (stopping it does so at
-    once): requests waiting in our middleware should then leave rather than
-    wait for their turn. An engine not running yet is not closing: a
-    ``spider_opened`` handler may download before it runs."""
+    """Whether the engine is stopped or closing the spider (``_slot.closing``): waiting requests should leave.
+    An engine not running yet is not closing: a ``spider_opened`` handler may download before it runs."""
     return engine is None or engine._slot is None or engine._slot.closing is not None
 
 
 def slot_key(engine: ExecutionEngine, request: Request) -> str:
-    """The key of the downloader slot that *request* goes (or went) through."""
+    """``Downloader.get_slot_key``: the slot *request* goes (or went) through."""
     return engine.downloader.get_slot_key(request)
 
 
 def moved_to(engine: ExecutionEngine, request: Request, paced_key: str) -> str | None:
-    """The key of the slot *request* reached, when that is another slot than
-    *paced_key*; None when it is that slot, or the one of the address the
-    DNS cache has learnt for it since (``CONCURRENT_REQUESTS_PER_IP`` keys a
-    host's slot by its IP once resolved)."""
+    """The slot *request* reached if not *paced_key* nor its IP's (``CONCURRENT_REQUESTS_PER_IP``), else None."""
     key = slot_key(engine, request)
     return None if key in (paced_key, dnscache.get(paced_key)) else key
 
@@ -146,9 +130,7 @@ def _live_slot(engine: ExecutionEngine, request: Request) -> Slot | None:
 
 
 def slot_full(engine: ExecutionEngine, request: Request, on_the_way: Iterable[Request] = ()) -> bool:
-    """Whether the downloader slot of *request* would queue it, if released
-    now, until one of its transfers ends: with the requests transferring,
-    queued, and *on_the_way* (released toward it, not in it yet)."""
+    """Whether *request*'s slot would queue it if released now, *on_the_way* (released toward it) counted."""
     live = _live_slot(engine, request)
     if live is None:
         return False
@@ -157,10 +139,8 @@ def slot_full(engine: ExecutionEngine, request: Request, on_the_way: Iterable[Re
 
 
 def slot_hold(engine: ExecutionEngine, request: Request) -> float:
-    """At most how long the downloader slot of *request* would hold it, if
-    released now: for the slot's own delay (its largest draw), and until the
-    release the slot has scheduled, which AutoThrottle lowering the delay
-    since does not bring forward."""
+    """At most how long *request*'s slot would hold it if released now: its delay at the largest draw, and its
+    scheduled release (``Slot.latercall``), which AutoThrottle lowering the delay does not bring forward."""
     live = _live_slot(engine, request)
     if live is None:
         return 0.0
@@ -173,9 +153,8 @@ def slot_hold(engine: ExecutionEngine, request: Request) -> float:
 
 
 def _seconds_until(call: Any) -> float:
-    """How soon a slot's scheduled release comes: a Twisted ``DelayedCall``
-    before Scrapy 2.14, then a ``CallLaterResult`` wrapping one or an
-    asyncio ``TimerHandle``; 0 when none is pending."""
+    """Seconds until a slot's scheduled release, 0 if none: a Twisted ``DelayedCall`` before Scrapy 2.14, then a
+    ``CallLaterResult`` wrapping one or an asyncio ``TimerHandle``."""
     handle = getattr(call, "_timer_handle", None)
     if handle is not None:
         return 0.0 if handle.cancelled() else max(0.0, handle.when() - asyncio.get_running_loop().time())
@@ -186,17 +165,16 @@ def _seconds_until(call: Any) -> float:
 
 
 def proxy_refused(exc: BaseException) -> bool:
-    """Whether *exc* is a proxy's refusal to open a tunnel (a 4xx answer to
-    CONNECT: 407 wants credentials, 403 forbids), not the site's silence."""
+    """Whether *exc* is a proxy's 4xx answer to CONNECT (407, 403): the proxy's refusal, not the site's silence."""
     found = _TUNNEL_STATUS.search(str(exc)) if isinstance(exc, TunnelError) else None
     return found is not None and 400 <= int(found[1]) < 500
 
 
 def sitemap_callbacks(spider: SitemapSpider) -> list[tuple[re.Pattern[str], Callable[..., Any]]]:
-    """``SitemapSpider``'s compiled ``sitemap_rules``."""
+    """``SitemapSpider._cbs``: the compiled ``sitemap_rules``."""
     return spider._cbs
 
 
 def sitemap_parser(spider: SitemapSpider) -> Callable[[Response], Iterable[Any]]:
-    """``SitemapSpider``'s callback for a sitemap or sitemap index response."""
+    """``SitemapSpider._parse_sitemap``: the callback for a sitemap or sitemap index."""
     return spider._parse_sitemap

@@ -1,9 +1,7 @@
-"""The origin coordinator: one robots.txt fetch per origin at a time, the
-requests waiting for it, refreshes, local faults and the store.
+"""The origin coordinator: one robots.txt fetch per origin at a time, its waiters, refreshes and local faults.
 
-Whatever happens during a fetch (an exception of ours, of the store or of a
-signal handler, a cancellation), every waiting request is released in one
-``finally``: with a state, or with :class:`~.exceptions.RobotsTxtFault`.
+A fetch releases all its waiters in one ``finally``, with a state or :class:`RobotsTxtFault`, whatever it
+raises (our code, the store, a signal handler) or however it is cancelled: no request is stranded.
 """
 
 from __future__ import annotations
@@ -34,8 +32,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: How often to look for a robots.txt another worker is fetching: from the
-#: first to the last interval, doubling.
+#: Polling for a robots.txt another worker fetches: the first and the last interval, doubling between.
 PEER_POLL_SECONDS = (0.01, 0.2)
 
 
@@ -62,12 +59,10 @@ class OriginCoordinator:
         self._fetcher = fetcher
         self._cache_seconds = cache_seconds
         self._unavailable_seconds = unavailable_seconds
-        # How long peers sharing the store wait for the one that fetches:
-        # the claim expires then, and the wait ends with a fetch of our own.
+        # How long peers wait for the worker that fetches: then its claim expires and they fetch.
         self._claim_seconds = claim_seconds
         self._max_origins = max(1, max_origins)
-        # Origin -> Deferreds of the requests waiting for its fetch; an
-        # origin is in here exactly while its fetch runs.
+        # Origin -> the waiters of its fetch; an origin is here exactly while its fetch runs.
         self._waiters: dict[str, list[Deferred[OriginState]]] = {}
         self._refreshing: dict[str, OriginState] = {}  # origin -> the stale state being refreshed
         self._silent_before: set[str] = set()  # origins fetched again after being unavailable
@@ -78,20 +73,17 @@ class OriginCoordinator:
 
     @property
     def busy(self) -> bool:
-        """Whether a fetch is running."""
         return bool(self._waiters)
 
     def known(self, origin: str, request: Request) -> OriginState | None:
-        """The state to decide *request* by, when it is known without waiting;
-        raises :class:`RobotsTxtFault` while a local fault holds the origin."""
+        """The state to decide *request* by if known without waiting; raises :class:`RobotsTxtFault` under a fault."""
         self._raise_fault(origin)
         if origin in self._waiters:
             return self._refreshing.get(origin)
         return self._use(origin, self._store.peek(origin), request)
 
     def waiter(self, origin: str, request: Request) -> Deferred[OriginState]:
-        """A Deferred that fires with the state to decide *request* by, once
-        the store or a fetch tells it (errback: :class:`RobotsTxtFault`)."""
+        """A Deferred of the state to decide *request* by, from the store or a fetch (errback: RobotsTxtFault)."""
         return deferred_from_coro(self._state_for(origin, request))
 
     async def _state_for(self, origin: str, request: Request) -> OriginState:
@@ -111,14 +103,12 @@ class OriginCoordinator:
         else:  # no fetch started while the store answered: start one
             if stored is not None and stored.unavailable:
                 self._silent_before.add(origin)
-            # Registered before the fetch starts: a fetch answered at once
-            # (an HTTP cache hit under a non-asyncio reactor) releases it too.
+            # Registered first: a fetch answered at once (HTTP cache, non-asyncio reactor) must release it too.
             self._start_fetch(origin, request, stale=None, waiters=[waiter])
         return await maybe_deferred_to_future(waiter)
 
     def _use(self, origin: str, state: OriginState | None, request: Request) -> OriginState | None:
-        """Put *state* to use for *request*: start a refresh if it is stale,
-        announce its sitemaps; None when robots.txt must be fetched first."""
+        """Put *state* to use: start a refresh if stale, announce its sitemaps; None if a fetch must come first."""
         if state is None:
             return None
         if state.expires_at <= time.time():
@@ -177,9 +167,8 @@ class OriginCoordinator:
                     waiter.callback(result)
 
     async def _fetch_unless_a_peer_does(self, origin: str, request: Request, stale: OriginState | None) -> OriginState:
-        """Fetch and store robots.txt, or, while another worker sharing the
-        store fetches it, wait (at most the claim's lifetime) for what that
-        worker stores."""
+        """Fetch and store robots.txt or, while another worker holds the claim, wait (at most the claim's
+        lifetime) for what that worker stores."""
         interval, longest = PEER_POLL_SECONDS
         deadline = time.monotonic() + self._claim_seconds
         while not (claimed := await self._store.claim(origin, self._claim_seconds)):
@@ -199,15 +188,13 @@ class OriginCoordinator:
             state = self._state_after(origin, outcome, stale)
             # None: the rules of a kept state are those the store already holds.
             body = outcome.body if isinstance(outcome, Rules) else None if state.robots is not None else b""
-            # Not awaited: the waiters need not wait for a shared store's
-            # round trip (a store keeps what it was given at once, as
-            # MemoryStore and RedisStore's local copy do). It ends the claim.
+            # Not awaited: a store keeps what it is given at once, so waiters skip a shared store's round
+            # trip. Storing ends the claim.
             self._store.set_later(origin, state, body)
             stored = True
         finally:
             if claimed and not stored:
-                # Nothing learnt (the spider closed, or a fault here): a peer
-                # may fetch the origin now, not when the claim expires.
+                # Nothing learnt: a peer may fetch the origin now, not when the claim expires.
                 self._store.release_later(origin)
         if isinstance(outcome, Rules):
             await self._parsed(origin, outcome, request)
@@ -215,8 +202,7 @@ class OriginCoordinator:
         return state
 
     def _state_after(self, origin: str, outcome: FetchOutcome, stale: OriginState | None) -> OriginState:
-        """What a fetch's outcome means for the origin (raises
-        :class:`RobotsTxtFault` for a local fault on a first fetch)."""
+        """The origin's state after a fetch; raises :class:`RobotsTxtFault` for a local fault on a first fetch."""
         now = time.time()
         if isinstance(outcome, Rules):
             return OriginState(outcome.robots, False, now + self._cache_seconds)
@@ -236,8 +222,7 @@ class OriginCoordinator:
             return OriginState(None, False, now + self._cache_seconds)
         reason = outcome.reason if isinstance(outcome, Unrestricted) else outcome.cause
         if kept:
-            # RFC 9309 §2.3.1.4 allows the cached copy: a brief outage neither
-            # opens disallowed paths nor drops the site.
+            # RFC 9309 §2.3.1.4 allows the cached copy: an outage neither opens disallowed paths nor drops the site.
             assert stale is not None
             self._stats.inc_value("robotstxt/refresh_failed")
             logger.info(
@@ -261,8 +246,7 @@ class OriginCoordinator:
         return OriginState(None, True, now + self._unavailable_seconds)
 
     def _fault(self, origin: str, stale: OriginState | None, fault: LocalFault) -> OriginState | RobotsTxtFault:
-        """A fault that is not the site's: the stale state (if any) stays for
-        a minute, else the origin's requests fail for that long."""
+        """A fault that is not the site's: for FAULT_SECONDS a stale state stays, else the origin's requests fail."""
         self._stats.inc_value("robotstxt/local_faults")
         logger.warning(
             "robots.txt of %s could not be fetched (%s): not the site's fault, tried again in %s s",
@@ -286,8 +270,8 @@ class OriginCoordinator:
             )
 
     def _announce(self, origin: str, state: OriginState, request: Request) -> None:
-        """Send :data:`robotstxt_sitemaps_found` the first time this process
-        uses a state with sitemaps, whichever worker fetched it."""
+        """Send :data:`robotstxt_sitemaps_found` the first time this process uses a state with sitemaps,
+        whichever worker fetched it."""
         robots = state.robots
         # The cheap test first: this runs for every request of the origin.
         if robots is None or self._announced.get(origin) == state.expires_at:

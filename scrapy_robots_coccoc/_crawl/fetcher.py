@@ -1,10 +1,7 @@
 """Fetching one origin's robots.txt: the only network access of the package.
 
-:class:`RobotsTxtFetcher` runs one request chain (http and https only,
-``ROBOTSTXT_MAX_REDIRECTS`` hops, our own retries) and names its result with
-one of four outcomes: :class:`Rules`, :class:`Unrestricted`,
-:class:`NoAnswer` or :class:`LocalFault`. What the body may hold, and how
-it is read, is :mod:`.body`'s.
+:class:`RobotsTxtFetcher` follows http(s) redirects and retries, and names the result :class:`Rules`,
+:class:`Unrestricted`, :class:`NoAnswer` or :class:`LocalFault`. Reading the body is ``_parser.body``'s.
 """
 
 from __future__ import annotations
@@ -36,15 +33,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-#: Meta keys of the page's request that the robots.txt request carries, so it
-#: leaves the way its page would.
+#: Meta keys of the page's request that its robots.txt request carries, so it leaves the way the page would.
 INHERITED_META = ("proxy", compat.PROXY_AUTH_META, "bindaddress", "download_timeout")
-#: What a proxy answers when it wants credentials: the proxy's answer, not the site's.
 PROXY_AUTHENTICATION_REQUIRED = 407
 
-# The site gave no answer (RFC 9309 §2.3.1.4 "unreachable"): what Scrapy's
-# handlers raise for DNS failures, refused or reset connections, timeouts.
-# Names, since each Scrapy version has its own subset.
+# What download handlers raise when the site gives no answer (RFC 9309 §2.3.1.4 "unreachable"); names, since
+# each Scrapy version has its own subset.
 _NO_ANSWER_NAMES = (
     "scrapy.exceptions.CannotResolveHostError",
     "scrapy.exceptions.DownloadConnectionRefusedError",
@@ -62,8 +56,7 @@ _NO_ANSWER_NAMES = (
     "twisted.web._newclient.ResponseNeverReceived",
     "OpenSSL.SSL.Error",
 )
-# Errors of this machine, not of the site: Twisted reports them as a plain
-# ConnectError carrying the errno.
+# This machine's shortages, not the site's fault: Twisted reports them as a ConnectError carrying the errno.
 _LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRNOTAVAIL})
 
 
@@ -78,9 +71,8 @@ def _load_classes(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
 
 
 _NO_ANSWER = _load_classes(_NO_ANSWER_NAMES)
-# No connection could be made: through a proxy, the proxy's failure. Not
-# Twisted's ConnectError as a whole: its TimeoutError (a download timeout
-# before Scrapy 2.15) and SSLError are the site's, through a proxy too.
+# No connection made: through a proxy, the proxy's failure. Not all of ConnectError: its TimeoutError (a download
+# timeout before Scrapy 2.15) and SSLError are the site's, through a proxy too.
 _NOT_CONNECTED = _load_classes(
     (
         "scrapy.exceptions.CannotResolveHostError",
@@ -92,9 +84,8 @@ _NOT_CONNECTED = _load_classes(
         "twisted.internet.error.UnknownHostError",
     )
 )
-# The project's DOWNLOAD_MAXSIZE refused the body (Scrapy 2.15+; without
-# RobotsTxtBodyMiddleware, which lifts it): no rules to read, as with
-# Scrapy's own middleware, rather than a fault retried every minute.
+# DOWNLOAD_MAXSIZE refused the body (Scrapy 2.15+, without RobotsTxtBodyMiddleware): no rules, as with Scrapy's
+# own middleware, rather than a fault retried every minute.
 _REFUSED_HERE = _load_classes(("scrapy.exceptions.DownloadCancelledError",))
 
 
@@ -109,8 +100,7 @@ class Rules:
 
 @dataclass(frozen=True, slots=True)
 class Unrestricted:
-    """Any other answer (``status`` None for a failed redirect or an
-    unreadable body): the robot may crawl the whole origin."""
+    """Any other answer (``status`` None for a failed redirect or an unreadable body): the whole origin is open."""
 
     status: int | None
     reason: str
@@ -138,7 +128,6 @@ FetchOutcome = Rules | Unrestricted | NoAnswer | LocalFault
 
 
 def describe(exc: BaseException) -> str:
-    """An exception in words, for one log line: its type and message."""
     text = str(exc).strip() or "no details"
     return f"{type(exc).__name__}: {text}"
 
@@ -155,9 +144,8 @@ def is_local(exc: BaseException) -> bool:
 
 
 def classify(exc: BaseException, proxy: str | None = None) -> NoAnswer | LocalFault:
-    """The outcome of a download that raised *exc*, through *proxy* if any:
-    a proxy that cannot be reached says nothing of the site (a dead proxy
-    made its sites unavailable for an hour, for every worker)."""
+    """The outcome of a download through *proxy* that raised *exc*. An unreachable proxy is a local fault: it
+    says nothing of the site, which must not be marked unavailable for it."""
     if is_local(exc) or not isinstance(exc, _NO_ANSWER) or compat.proxy_refused(exc):
         return LocalFault(describe(exc))
     if proxy and isinstance(exc, _NOT_CONNECTED):
@@ -166,9 +154,8 @@ def classify(exc: BaseException, proxy: str | None = None) -> NoAnswer | LocalFa
 
 
 class RobotsTxtFetcher:
-    """Downloads an origin's robots.txt through the engine (so the project's
-    proxies, headers, cache and download handlers apply), following only
-    http(s) redirects, and tells what the answer means."""
+    """Downloads an origin's robots.txt through the engine, so the project's proxies, headers, cache and
+    download handlers apply, and tells what the answer means."""
 
     #: Robots.txt requests go before the pages waiting for them.
     PRIORITY = 1000
@@ -178,8 +165,7 @@ class RobotsTxtFetcher:
         self._stats = crawler.stats
         self._max_redirects = max_redirects
         self._max_retries = max(0, max_retries)
-        # Without RobotsTxtBodyMiddleware the project's DOWNLOAD_MAXSIZE must
-        # stay in force: it is then the only bound on a compressed body.
+        # Without RobotsTxtBodyMiddleware, DOWNLOAD_MAXSIZE stays: the only bound on a compressed body.
         self._bounded_body = bounded_body
         self._agent = _settings.robot_agent(crawler.settings)
         self._download_timeout = _settings.number(crawler.settings, "DOWNLOAD_TIMEOUT", 180)
@@ -203,40 +189,34 @@ class RobotsTxtFetcher:
                 return target
             self._stats.inc_value("robotstxt/redirect_count")
             url = target
-        raise AssertionError("unreachable")  # the loop returns on its last hop
+        raise AssertionError("unreachable")
 
     async def _download(self, url: str, trigger: Request, followed: bool) -> Response | FetchOutcome:
-        """One hop, retried ``ROBOTSTXT_MAX_RETRIES`` times while the site
-        does not answer. A URL that cannot be requested is the site's doing
-        when the site chose it (a redirect *followed* to it)."""
+        """One hop, retried while the site does not answer. A URL that cannot be requested is the site's
+        doing when a redirect was *followed* to it."""
         engine = self._crawler.engine
         assert engine is not None
         outcome: NoAnswer | LocalFault = LocalFault("not attempted")
         for _ in range(self._max_retries + 1):
             if compat.engine_closing(engine):
-                # No retry or redirect hop once the spider closes: nothing is
-                # learnt, and the requests waiting go back to the scheduler.
+                # No retry or hop once the spider closes: the waiting requests go back to the scheduler.
                 raise SpiderClosing(f"{url}: fetch interrupted, the spider is closing")
             self._stats.inc_value("robotstxt/request_count")
             request = self._request(url, trigger)
             try:
                 response = await compat.download(engine, request)
             except IgnoreRequest as exc:
-                # Another middleware refused the fetch (the HTTP cache in
-                # offline mode, say): the project's choice, as with Scrapy's
-                # own middleware, and no rules to obey.
+                # Another middleware refused it (say the offline HTTP cache): no rules, as with Scrapy's own.
                 return Unrestricted(None, f"robots.txt request ignored ({describe(exc)})")
             except _REFUSED_HERE as exc:
                 return Unrestricted(None, f"robots.txt refused by DOWNLOAD_MAXSIZE ({describe(exc)})")
             except Exception as exc:
                 self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
-                # The proxy of the request as sent (HttpProxyMiddleware sets
-                # the project's), not only the one the page carried.
+                # The proxy as sent: HttpProxyMiddleware may have set the project's.
                 outcome = classify(exc, request.meta.get("proxy"))
                 if isinstance(outcome, LocalFault):
                     if followed and isinstance(exc, ValueError):
-                        # Scrapy cannot request the URL (credentials in
-                        # it, say): a failed redirect, not our fault.
+                        # Scrapy cannot request the URL (credentials in it): a failed redirect.
                         return Unrestricted(None, f"redirect to {url!r} failed: {outcome.cause}")
                     return outcome
                 continue
@@ -256,22 +236,17 @@ class RobotsTxtFetcher:
             "robotstxt_fetch": True,
         }
         if self._bounded_body:
-            # RobotsTxtBodyMiddleware bounds the body; a lying Content-Length
-            # must not cancel the download before its first byte.
+            # RobotsTxtBodyMiddleware bounds the body; a lying Content-Length must not cancel the download.
             meta.update(download_maxsize=0, download_warnsize=0)
         meta.update({key: trigger.meta[key] for key in INHERITED_META if key in trigger.meta})
         if "download_timeout" in meta:
-            # One page's shorter timeout (a quick probe) must not decide that
-            # the whole origin does not answer: at least the project's.
+            # One page's short timeout must not decide that the whole origin does not answer.
             meta["download_timeout"] = max(meta["download_timeout"], self._download_timeout)
         # Uncompressed: the 500 KiB cut then applies to the text itself.
         headers = {b"Accept-Encoding": b"identity"}
         credentials = trigger.headers.get(b"Proxy-Authorization")
         if credentials and meta.get("proxy"):
-            # The project's, or those HttpProxyMiddleware took out of the
-            # proxy URL of a redirected page: the proxy wants them for
-            # robots.txt too (and HttpProxyMiddleware drops them, by
-            # PROXY_AUTH_META, if they are another proxy's).
+            # The proxy wants them for robots.txt too; HttpProxyMiddleware drops another proxy's.
             headers[b"Proxy-Authorization"] = credentials
         return Request(url, priority=self.PRIORITY, dont_filter=True, callback=NO_CALLBACK, headers=headers, meta=meta)
 

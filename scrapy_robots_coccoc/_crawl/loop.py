@@ -1,9 +1,6 @@
-"""Time on the loop that runs the crawl: Twisted's reactor, or, when Scrapy
-runs without one (``TWISTED_REACTOR_ENABLED = False``, Scrapy 2.15+), the
-asyncio loop behind the same interface. Every timer of ours is set through
-:func:`clock`: importing the reactor there installs one that never runs
-(its timers never fire: the crawl hangs), or, under ``AsyncCrawlerProcess``,
-fails."""
+"""Timers on the loop that runs the crawl: Twisted's reactor, or the asyncio loop when Scrapy 2.15+ runs without
+one (``TWISTED_REACTOR_ENABLED = False``). Set every timer through :func:`clock`: importing the reactor there
+installs one that never runs (the crawl hangs) or, under ``AsyncCrawlerProcess``, fails."""
 
 from __future__ import annotations
 
@@ -36,19 +33,16 @@ class Timer(Protocol):
 
 
 def call_later(seconds: float, func: Callable[[], object]) -> Timer:
-    """Call *func* in *seconds*."""
     time: Any = clock()  # IReactorTime's methods are typed without self
     return cast("Timer", time.callLater(seconds, func))
 
 
 async def sleep(seconds: float) -> None:
-    """Wait without blocking the loop."""
     await maybe_deferred_to_future(deferLater(clock(), max(0.0, seconds)))
 
 
 class _AsyncioClock:
-    """What Twisted's timers (``deferLater``, ``Deferred.addTimeout``) ask
-    of a reactor, on an asyncio loop."""
+    """What Twisted's timers (``deferLater``, ``Deferred.addTimeout``) ask of a reactor, on an asyncio loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -61,8 +55,7 @@ class _AsyncioClock:
 
 
 class _Timer:
-    """A pending call on an asyncio loop: as much of a Twisted
-    ``IDelayedCall`` as Twisted's timers use."""
+    """A pending call on an asyncio loop: as much of ``IDelayedCall`` as Twisted's timers use."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, delay: float, call: Callable[[], object]) -> None:
         self._done = False

@@ -11,9 +11,8 @@ if TYPE_CHECKING:
     from scrapy import Request
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
-# A DNS name (RFC 1035 §2.3.4): labels of 1 to 63 characters, 253 in all,
-# perhaps a final dot. Twisted's resolver fails on others with an unhandled
-# error, and the request then waits for its whole DOWNLOAD_TIMEOUT.
+# A DNS name (RFC 1035 §2.3.4): labels of 1 to 63 characters, 253 in all. Twisted's resolver fails on others
+# with an unhandled error, and the request then waits its whole DOWNLOAD_TIMEOUT.
 _DNS_NAME = re.compile(r"(?=.{1,253}\.?\Z)(?:[^.]{1,63}\.)*[^.]{1,63}\.?")
 
 
@@ -22,18 +21,14 @@ class InvalidOrigin(ValueError):
 
 
 def origin_of(request: Request) -> str:
-    """Return ``scheme://host:port`` of a request's URL: its own scheme,
-    lower-cased host (IPv6 in brackets) and port, the scheme's default port
-    only when none is written.
+    """``scheme://host:port`` of *request*'s URL, the host lower-cased, the scheme's port if none is written.
 
-    Raises :class:`InvalidOrigin` for a host or port that cannot be parsed,
-    a host that is no DNS name, or port 0: such a URL must never stand for a
-    real origin.
-    """
+    Raises :class:`InvalidOrigin` for an unparsable host or port, a host that is no DNS name, or port 0: such a
+    URL must never stand for a real origin."""
     try:
         parsed = urlparse_cached(request)
         port = parsed.port
-    except ValueError as exc:  # an unparsable IPv6 literal or port
+    except ValueError as exc:
         raise InvalidOrigin(f"invalid host or port in {request.url!r}: {exc}") from None
     if parsed.scheme not in DEFAULT_PORTS:
         raise InvalidOrigin(f"not an http(s) URL: {request.url!r}")
@@ -52,8 +47,7 @@ def origin_of(request: Request) -> str:
 
 
 def robots_url(origin: str) -> str:
-    """The robots.txt URL of an origin, written without the scheme's default
-    port, as a site's own links (and its sitemap URLs) usually are."""
+    """The robots.txt URL of *origin*, without the default port, as a site's own links usually are."""
     scheme, _, hostport = origin.partition("://")
     host, _, port = hostport.rpartition(":")
     if int(port) == DEFAULT_PORTS[scheme]:

@@ -33,23 +33,15 @@ logger = logging.getLogger(__name__)
 
 
 def turns_horizon(spacing: float) -> float:
-    """How far ahead a reserved start may be and still be believed: every
-    request waiting for an origin, in every worker, holds a turn (an hour,
-    or 1,000 turns, whichever is longer); a start farther off is nonsense."""
+    """How far ahead a reserved start is still believable: every waiting request in every worker holds a
+    turn, so an hour or 1,000 turns, whichever is longer."""
     return max(3600.0, 1000 * spacing)
 
 
 class Turns:
-    """The next start reserved for each paced origin: a turn starts no
-    earlier than the last one allows.
+    """The next start reserved for each paced origin, bounded by *max_origins*: past it the least recently
+    paced goes, unless a turn is still promised to it (it goes to the back), so waiting origins may exceed it."""
 
-    Bounded by *max_origins*: past it the least recently paced origin goes,
-    unless its next start is still ahead (a turn promised to a waiting
-    request): such an origin goes to the back, a few per call, so the map
-    may exceed the bound by the origins with requests waiting.
-    """
-
-    #: Origins looked at per reservation when the map is full.
     EVICTION_TRIES = 4
 
     def __init__(self, max_origins: int) -> None:
@@ -62,7 +54,6 @@ class Turns:
         return start
 
     def next_start(self, origin: str) -> float:
-        """The earliest start of *origin*'s next turn (0.0 when none was reserved)."""
         return self._next_starts.get(origin, 0.0)
 
     def reserved_until(self, origin: str, next_start: float) -> None:
@@ -78,46 +69,29 @@ class Turns:
                 next_starts[oldest] = start
 
 
-# Every crawler of the process takes its turns from these: the sites see one
-# client, whichever spider asks (three spiders of one CrawlerProcess crawling
-# a site each paced alone: requests 0.0 s apart).
+# Every crawler of the process takes its turns from these: a site sees one client, whichever spider asks.
 _PROCESS_TURNS = Turns(1)
 
 
 def process_turns(max_origins: int) -> Turns:
-    """The turns of this process, bounded by the largest *max_origins* asked for."""
     _PROCESS_TURNS.max_origins = max(_PROCESS_TURNS.max_origins, max_origins)
     return _PROCESS_TURNS
 
 
 class CrawlDelays:
-    """Paces each origin (scheme, host, port) by the stricter of its
-    Crawl-delay and its Request-rate, capped at ``ROBOTSTXT_MAX_CRAWL_DELAY``.
+    """Paces each origin by the stricter of its Crawl-delay and Request-rate, capped at ROBOTSTXT_MAX_CRAWL_DELAY.
 
-    Every request of a paced origin first lets its downloader slot's own
-    delay run out, then reserves its start time in the store (a per-origin
-    "next start", in this process for :class:`~.stores.MemoryStore`, shared
-    by all workers for :class:`~.stores.RedisStore`) and waits for it,
-    parked: the waits hold no downloader place, the request starts when it
-    is released, and Scrapy's own slot delays (``DOWNLOAD_DELAY``,
-    ``DOWNLOAD_SLOTS``, jitter, AutoThrottle) still apply, untouched. A
-    refresh that changes the delay paces the next request by the new one.
-    """
+    A paced request waits, parked, for its slot's own delay, then for the start it reserves in the store (shared
+    by all workers with RedisStore). Scrapy's own slot delays and AutoThrottle still apply, untouched."""
 
-    #: A turn is used at most this share of the delay late (see
-    #: :meth:`.Store.reserve`), and turns are reserved this share more than
-    #: the delay apart: a turn used that late still starts a full delay
-    #: after the one before.
+    #: A turn may be used this share of the delay late (see ``Store.reserve``), so turns are reserved this much
+    #: more than the delay apart: a late turn still starts a full delay after the one before.
     GRACE = 0.05
-    #: Turns taken again at most this many times when woken late.
     MAX_TURNS = 5
-    #: Shorter delays (``Request-rate: 1000000/1s``) are not paced: the
-    #: reactor's timers do not keep them, so nearly every turn would be late.
+    #: Shorter delays are not paced: the reactor's timers cannot keep them, so nearly every turn would be late.
     MIN_DELAY = 0.01
-    #: How long a request waiting for room in its slot waits for a request
-    #: to leave it before it looks again anyway.
     ROOM_RECHECK_SECONDS = 1.0
-    #: How long a request released at its turn may take to reach its slot.
+    #: How long a request released at its turn keeps its claim: a later middleware may replace it on the way.
     ON_THE_WAY_SECONDS = 1.0
 
     def __init__(
@@ -130,26 +104,21 @@ class CrawlDelays:
     ) -> None:
         self._crawler = crawler
         self._max_delay = max_delay
-        self._reserve = reserve  # the store's, guarded
+        self._reserve = reserve
         self._parking = parking
         self._max_origins = max(1, max_origins)
         self._announced: OrderedDict[str, float] = OrderedDict()  # origin -> delay logged for it
-        # Downloader slot key -> paced requests that claim a place in it,
-        # with until when: those waiting for their turn (for ever), those
-        # released at it and not in the slot yet (ON_THE_WAY_SECONDS).
+        # Slot key -> paced requests claiming a place in it -> until when (for ever until released at their turn).
         self._claims: dict[str, dict[Request, float]] = {}
-        # Downloader slot key -> what requests waiting for room in it wait for.
         self._rooms: dict[str, list[Deferred[None]]] = {}
-        # Requests released at their turn -> the slot key they were paced in,
-        # until they reach the downloader.
+        # Request released at its turn -> the slot key it was paced in, until it reaches the downloader.
         self._released: WeakKeyDictionary[Request, str] = WeakKeyDictionary()
         self._moved_logged = False
         crawler.signals.connect(self.left, signal=signals.request_left_downloader)
         crawler.signals.connect(self._reached, signal=signals.request_reached_downloader)
 
     def delay_for(self, robots: RobotsTxt, agent: str) -> tuple[float, float]:
-        """The delay *robots* asks of *agent* (Crawl-delay or the period of
-        one request of its Request-rate, the stricter), as written and capped."""
+        """The delay *robots* asks of *agent*, as written and capped: Crawl-delay or Request-rate, the stricter."""
         written = robots.crawl_delay(agent) or 0.0
         rate = robots.request_rate(agent)
         if rate is not None and rate.requests > 0 and _in_window(rate.start, rate.end):
@@ -158,9 +127,7 @@ class CrawlDelays:
         return written, delay if delay >= self.MIN_DELAY else 0.0
 
     async def wait_turn(self, request: Request, origin: str, robots: RobotsTxt, agent: str) -> None:
-        """Wait, parked, until *request* may start: its origin's previous
-        request started at least the delay before (nothing for an origin
-        that is not paced)."""
+        """Wait, parked, until *request* may start: at least the delay after its origin's previous request."""
         written, delay = self.delay_for(robots, agent)
         if delay != self._announced.get(origin, 0.0):
             self._announce(origin, written, delay)
@@ -170,46 +137,33 @@ class CrawlDelays:
         assert engine is not None
         park = True
         for tries in count(1):
-            # Again at each try: with CONCURRENT_REQUESTS_PER_IP, a host's
-            # slot is keyed by its address once the DNS cache has it.
+            # Again at each try: with CONCURRENT_REQUESTS_PER_IP a slot is keyed by the IP once resolved.
             key = compat.slot_key(engine, request)
-            # First let the slot be ready to start the request at once (its
-            # own delay run out, a transfer place free): the request then
-            # starts when it is released, at its turn.
+            # The slot must be ready first (its delay run out, a place free) so the request starts at its turn.
             await self._slot_ready(engine, request, key, park)
-            # From its reservation the request claims a place in the slot:
-            # requests taking turns together found it taken by the first
-            # when their turns came (one transfer at a time, pages slower
-            # than the delay), and every turn after was lost.
+            # Claim a place in the slot from the reservation on, or requests taking turns together find it
+            # taken when their turn comes.
             self._claims.setdefault(key, {})[request] = math.inf
             try:
                 start = self._reserve(origin, delay * (1 + self.GRACE))
                 if isinstance(start, Deferred) or (start is not None and start > time.time()):
-                    # The store's answer and the turn, awaited as one wait: a
-                    # slow store holds no downloader place either when parked.
+                    # The store's answer and the turn in one parked wait: a slow store holds no place either.
                     start = await self._parking.wait(request, deferred_from_coro(self._turn(start)), park=park)
             except BaseException:
                 self.left(request)
                 raise
             on_time = start is not None and time.time() - start <= self.GRACE * delay
             if start is None or (on_time and not self._slot_would_hold(engine, request, key)):
-                # Scrapy puts it in the slot a little later: it keeps its
-                # claim until then (or until it comes back without).
                 self._claims.setdefault(key, {})[request] = time.monotonic() + self.ON_THE_WAY_SECONDS
                 self._released[request] = key
                 return
-            # Woken too late (a parked request comes back only when the
-            # downloader has room, a stalled reactor, a slow store), or the
-            # slot would hold the request: a turn used late would squeeze
-            # the next one, so take a new one. After MAX_TURNS parked tries
-            # the request keeps its place, and waits where no wait for a
-            # place can make it late: never unpaced.
+            # Woken late, or the slot would hold it: a late turn would squeeze the next, so take a new one.
+            # After MAX_TURNS tries it waits unparked, where no wait for a place makes it late: never unpaced.
             self.left(request)
             self._crawler.stats.inc_value("robotstxt/crawl_delay/late_turns")
             park = tries < self.MAX_TURNS
 
     async def _slot_ready(self, engine: ExecutionEngine, request: Request, key: str, park: bool) -> None:
-        """Wait until the downloader slot of *request* (*key*) would start it at once."""
         while True:
             hold = compat.slot_hold(engine, request)
             if hold > 0:
@@ -220,9 +174,7 @@ class CrawlDelays:
                 return
 
     async def _wait_for_room(self, request: Request, key: str, park: bool) -> None:
-        """Wait until a request leaves the slot *key*, or a while in any case
-        (a request on its way to the slot that a later middleware replaced
-        never arrives nor leaves)."""
+        """Wait until a request leaves the slot *key*, or ROOM_RECHECK_SECONDS: one that was replaced never leaves."""
         room: Deferred[None] = Deferred()
         self._rooms.setdefault(key, []).append(room)
         room.addTimeout(self.ROOM_RECHECK_SECONDS, loop.clock(), onTimeoutCancel=_look_again)
@@ -236,15 +188,11 @@ class CrawlDelays:
                     del self._rooms[key]
 
     def _slot_would_hold(self, engine: ExecutionEngine, request: Request, key: str) -> bool:
-        """Whether the slot of *request*, ready when its turn was reserved,
-        would hold it now: another origin in it (another port of the host,
-        a shared ``download_slot``) started meanwhile, or filled it."""
+        """Whether the slot, ready at the reservation, would hold *request* now: another origin used it meanwhile."""
         return compat.slot_hold(engine, request) > 0 or self._slot_full(engine, request, key)
 
     def _slot_full(self, engine: ExecutionEngine, request: Request, key: str) -> bool:
-        """Whether the slot of *request* (*key*) is full, the claims of other
-        paced requests counted (those past their time are let go: a request
-        that a later middleware replaced never arrives nor comes back)."""
+        """Whether the slot *key* is full, the live claims of other paced requests counted."""
         claims = self._claims.get(key, {})
         now = time.monotonic()
         for expired in [claimant for claimant, until in claims.items() if until <= now]:
@@ -252,9 +200,7 @@ class CrawlDelays:
         return compat.slot_full(engine, request, (claimant for claimant in claims if claimant is not request))
 
     def _reached(self, request: Request, spider: object = None) -> None:
-        """Count (and log once) a paced request that reached another
-        downloader slot than the one it was paced in: a downloader middleware
-        ordered after ours moved it, and pacing cannot see that slot."""
+        """Count, and log once, a paced request that a later middleware moved to a slot pacing cannot see."""
         if not self._released:
             return  # nothing paced is on its way: every request of the crawl comes here
         paced = self._released.pop(request, None)
@@ -277,9 +223,7 @@ class CrawlDelays:
             )
 
     def left(self, request: Request, spider: object = None) -> None:
-        """*request* left its slot (its transfer ended), came back to the
-        middleware without reaching it, or gave its turn up: its claim
-        ends, and requests waiting for room there look again."""
+        """*request* left its slot, came back, or gave its turn up: its claim ends, and waiters for room look again."""
         engine = self._crawler.engine
         if engine is None or not (self._claims or self._rooms):
             return  # nothing paced waits: every response of the crawl comes here
@@ -326,8 +270,7 @@ def _open(room: Deferred[None]) -> None:
 
 
 def _in_window(start: clock | None, end: clock | None) -> bool:
-    """Whether now (UTC, as the extended standard's times are) is within a
-    Request-rate's time window; no window is always."""
+    """Whether now is in a Request-rate's window (UTC, as the extended standard says); no window is always."""
     if start is None or end is None:
         return True
     now = datetime.now(timezone.utc).time()

@@ -1,14 +1,8 @@
-"""Parking: requests that wait in the middleware (for their origin's
-robots.txt, or for their Crawl-delay turn) give back their downloader place.
+"""Parking: requests waiting in the middleware (for robots.txt or a Crawl-delay turn) give back their place.
 
-Scrapy counts a request against ``CONCURRENT_REQUESTS`` from the moment it
-enters the downloader middlewares, so a request waiting for a slow robots.txt
-would hold a place that other sites could use. A parked request leaves the
-downloader's active set while it waits; when it may go on it comes back only
-when there is room, so the pages in flight never exceed the concurrency
-settings. When the spider closes, waiting requests stop waiting at once and
-go back to the scheduler (a persistent one keeps them for the next run).
-"""
+Scrapy counts a request against ``CONCURRENT_REQUESTS`` once it enters the downloader middlewares. A parked
+request leaves the downloader's active set while it waits and comes back only when there is room; when the
+spider closes, waiting requests go back to the scheduler at once."""
 
 from __future__ import annotations
 
@@ -40,32 +34,26 @@ class SpiderClosing(Exception):
 
 
 class Parking:
-    """Lets requests wait outside the downloader's active set, a bounded
-    number at a time (``ROBOTSTXT_MAX_PARKED_REQUESTS``)."""
+    """Lets requests wait outside the downloader's active set, ``ROBOTSTXT_MAX_PARKED_REQUESTS`` at most."""
 
-    #: How often, while requests wait, to look whether the spider is closing
-    #: and whether the downloader has room that no departure announced.
+    #: While requests wait, how often to look for a closing spider and for room that no departure announced.
     WATCH_SECONDS = 0.2
 
     def __init__(self, crawler: Crawler, max_parked: int) -> None:
         self._crawler = crawler
         self._max_parked = max_parked
         self._total_concurrency = crawler.settings.getint("CONCURRENT_REQUESTS")
-        # Waiting request -> the Deferred it waits for (cancelled on close);
-        # the parked ones among them count against the bound.
+        # Waiting request -> the Deferred it waits for (cancelled on close); parked ones count against the bound.
         self._waiting: dict[Request, Deferred[Any]] = {}
         self._parked: set[Request] = set()
-        # Every request parked so far, for robotstxt/parked: a request waiting
-        # for robots.txt, then for room in its slot and for its turn, parks
-        # several times.
+        # Every request parked so far, for robotstxt/parked: one request may park several times.
         self._counted: WeakSet[Request] = WeakSet()
-        # Parked requests still in the active set until the next reactor
-        # turn (see _leave_soon).
+        # Parked requests still in the active set until the next loop turn (see _leave_soon).
         self._leaving: set[Request] = set()
         # Requests done waiting, in turn for a place in the downloader.
         self._returning: deque[tuple[Request, Deferred[None]]] = deque()
         self._closing = False
-        self._watch: loop.Timer | None = None  # the next look around, while requests wait
+        self._watch: loop.Timer | None = None
         crawler.signals.connect(self._on_departure, signal=signals.request_left_downloader)
         crawler.signals.connect(self._keep_open, signal=signals.spider_idle)
         crawler.signals.connect(self._stop_watching, signal=signals.spider_closed)
@@ -74,9 +62,8 @@ class Parking:
         return len(self._waiting) + len(self._returning)
 
     async def wait(self, request: Request, deferred: Deferred[T], *, park: bool = True) -> T:
-        """Wait for *deferred*, parked if *park*, the request holds a
-        downloader place and the bound allows, else in place; either way
-        raise :class:`SpiderClosing` when the spider closes meanwhile."""
+        """Wait for *deferred*, parked if *park*, the request holds a place and the bound allows; raise
+        :class:`SpiderClosing` if the spider closes meanwhile."""
         engine = self._crawler.engine
         assert engine is not None
         active = compat.downloader_active(engine)
@@ -114,12 +101,9 @@ class Parking:
                 active.add(request)
 
     def _leave_soon(self, request: Request) -> None:
-        """Take *request* out of the active set on the next reactor turn,
-        with every request parked in this one. Taken out at once, the
-        engine would fill its place in the same turn, and the next, and so
-        on: a few hundred queued requests would all enter the middlewares
-        in one turn and stall the reactor for tenths of a second; this way
-        a turn lets at most ``CONCURRENT_REQUESTS`` in."""
+        """Take *request* out of the active set on the next loop turn, with every request parked in this one:
+        taken out at once, its place would be refilled in the same turn, again and again, stalling the reactor.
+        This way a turn lets at most ``CONCURRENT_REQUESTS`` in."""
         if not self._leaving:
             loop.call_later(0, self._leave)
         self._leaving.add(request)
@@ -134,7 +118,6 @@ class Parking:
         compat.wake_engine(engine)  # the engine may start other requests now
 
     async def _return(self, request: Request, active: set[Request]) -> None:
-        """Wait for a place in the downloader, unless one is free now."""
         if self._has_room(active, departing=0):
             return
         turn: Deferred[None] = Deferred()
@@ -145,8 +128,7 @@ class Parking:
         return not self._total_concurrency or len(active) - departing < self._total_concurrency
 
     def _admit(self, departing: int = 0) -> None:
-        """Give returning requests the places that are free; *departing*
-        counts a request that is leaving but still in the active set."""
+        """Give returning requests the free places; *departing* counts one leaving but still in the active set."""
         engine = self._crawler.engine
         if engine is None:
             return

@@ -9,16 +9,13 @@ from twisted.internet.threads import deferToThread
 
 from .._parser import RobotsTxt
 
-#: Bodies larger than this are parsed in a thread: a hostile one may take a
-#: tenth of a second, which the reactor (every download of the crawl) must
-#: not wait for; the interpreter hands it the GIL every few milliseconds.
+#: Larger bodies are parsed in a thread: a hostile one may take a tenth of a second, which the reactor must not
+#: wait for (the interpreter hands it the GIL every few milliseconds).
 PARSE_IN_THREAD_BYTES = 64 * 1024
 
 
 async def parsed(body: bytes, agent: str) -> RobotsTxt:
-    """*body* parsed, with the rules *agent* obeys built, without holding
-    the reactor for long: in the asyncio loop's own executor, or in
-    Twisted's thread pool under another reactor."""
+    """:func:`parse_for`, off the reactor for a large body: in asyncio's executor, else Twisted's thread pool."""
     if len(body) <= PARSE_IN_THREAD_BYTES:
         return parse_for(body, agent)
     try:
@@ -29,10 +26,8 @@ async def parsed(body: bytes, agent: str) -> RobotsTxt:
 
 
 def parse_for(body: bytes, agent: str) -> RobotsTxt:
-    """*body* parsed, and the rules *agent* obeys built (wildcards split):
-    on a hostile body that takes longer than the parse itself, and would
-    otherwise fall on the reactor at the first request decided. A store
-    then also counts the bytes of what the crawl uses."""
+    """*body* parsed, with the rules *agent* obeys built now: on a hostile body that costs more than the parse,
+    and would otherwise fall on the reactor at the first request; a store then also counts those bytes."""
     robots = RobotsTxt.parse(body)
     robots.allowed("/", agent)
     return robots

@@ -1,10 +1,5 @@
-"""The package's settings that need more than a ``get``, read and checked in one place.
-
-A value that makes no sense (negative, not a number, a word) stops the crawl
-at start-up with an error naming the setting, instead of misbehaving quietly
-for the whole crawl: a negative ``ROBOTSTXT_MAX_REDIRECTS`` failed every
-fetch, a ``nan`` ``ROBOTSTXT_MAX_CRAWL_DELAY`` lifted the cap.
-"""
+"""The package's settings that need more than a ``get``, read and checked in one place: a value that makes no
+sense stops the crawl at start-up with an error naming the setting, rather than misbehaving quietly."""
 
 from __future__ import annotations
 
@@ -14,14 +9,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-#: What ``inf`` stands for (seconds, megabytes): longer than any crawl, more
-#: than any memory, and still a finite number that times can be added to.
+#: What ``inf`` stands for: more than any crawl or memory needs, yet finite, so times can be added to it.
 UNBOUNDED = 1e9
 
 
 def user_agent(settings: BaseSettings) -> str | None:
-    """``ROBOTSTXT_USER_AGENT``: the robot's name, None when unset (each
-    request's User-Agent header names it then)."""
+    """``ROBOTSTXT_USER_AGENT``, None when unset (each request's User-Agent header names the robot then)."""
     raw = settings.get("ROBOTSTXT_USER_AGENT")
     if raw is not None and not isinstance(raw, str):
         raise ValueError(f"ROBOTSTXT_USER_AGENT must be a string, not {raw!r}")
@@ -29,15 +22,12 @@ def user_agent(settings: BaseSettings) -> str | None:
 
 
 def robot_agent(settings: BaseSettings) -> str:
-    """The robot the crawl is, whose rules each robots.txt is read for first
-    and whose Crawl-delay paces a site: ``ROBOTSTXT_USER_AGENT``, else
-    ``USER_AGENT``."""
+    """The robot whose rules and Crawl-delay the crawl obeys: ``ROBOTSTXT_USER_AGENT``, else ``USER_AGENT``."""
     return user_agent(settings) or str(settings.get("USER_AGENT") or "Scrapy")
 
 
 def number(settings: BaseSettings, name: str, default: float, *, positive: bool = False) -> float:
-    """The setting *name* as a number >= 0 (> 0 when *positive*), ``inf``
-    read as :data:`UNBOUNDED`."""
+    """The setting *name* as a number >= 0 (> 0 when *positive*), ``inf`` read as :data:`UNBOUNDED`."""
     raw = settings.get(name, default)
     try:
         value = math.nan if isinstance(raw, bool) else float(raw)

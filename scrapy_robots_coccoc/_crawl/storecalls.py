@@ -33,9 +33,8 @@ _FAILED = object()
 
 
 class GuardedStore:
-    """The store as the crawl calls it: synchronous or not, each call bounded
-    by ``ROBOTSTXT_STORE_TIMEOUT``, each answer checked, and each failure a
-    WARNING, a ``robotstxt/store_errors`` stat and a safe default."""
+    """The store as the crawl calls it: each call bounded by ``ROBOTSTXT_STORE_TIMEOUT``, each answer checked,
+    each failure a WARNING, a ``robotstxt/store_errors`` stat and a safe default."""
 
     def __init__(self, store: Store, crawler: Crawler, timeout: float, max_origins: int) -> None:
         self._store = store
@@ -72,10 +71,8 @@ class GuardedStore:
             self._call_later("release", origin)
 
     def reserve(self, origin: str, spacing: float) -> float | Deferred[float | None] | None:
-        """The start of *origin*'s next turn (see :meth:`.Store.reserve`): at
-        once from a synchronous store, a Deferred from one that answers
-        later. A failed or unbelievable answer gives a turn of this process's
-        own: the origin stays paced."""
+        """The start of *origin*'s next turn (see ``Store.reserve``), a Deferred from an asynchronous store. A
+        failed or unbelievable answer gives a turn of this process's own: the origin stays paced."""
         try:
             answer = self._store.reserve(origin, spacing)
         except Exception as exc:
@@ -92,9 +89,8 @@ class GuardedStore:
             if start is not _FAILED:  # a failure was reported already
                 self._failed("reserve", origin, ValueError(f"unbelievable start {start!r}"), None)
             return self._paced_here.reserve(origin, spacing)
-        # No turn comes before the last one noted here: a store that lost
-        # its record, or missed the turns paced here while it failed, gives
-        # no turn right after one of ours.
+        # No turn before the last one noted here: a store that lost its record, or missed the turns paced here
+        # while it failed, must not give a turn right after one of ours.
         start = max(start, self._paced_here.next_start(origin))
         self._paced_here.reserved_until(origin, start + spacing)
         return start
@@ -153,13 +149,11 @@ class GuardedStore:
 
 
 def _timed_out(result: Any, timeout: float) -> Any:
-    """A call cancelled by its timeout ends with TimeoutError, whether the
-    cancellation came out as Twisted's or as asyncio's."""
+    """End a call cancelled by its timeout with TimeoutError, whether the cancellation is Twisted's or asyncio's."""
     if isinstance(result, Failure) and result.check(CancelledError, asyncio.CancelledError):
         raise TimeoutError(f"the store did not answer within {timeout} s")
     return result
 
 
 def _finite(value: Any) -> bool:
-    """Whether a store's answer is a finite number of seconds."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
