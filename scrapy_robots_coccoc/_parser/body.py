@@ -1,7 +1,4 @@
-"""robots.txt bodies as the parser reads them, with no Scrapy import (the
-command-line checker uses this too): a compressed body inflated as a stream
-no further than the parser reads, and a body cut short without its partial
-last line."""
+"""robots.txt bodies as the parser reads them: inflated no further than it reads, cut at a whole line."""
 
 from __future__ import annotations
 
@@ -10,7 +7,6 @@ from collections.abc import Callable, Iterable
 
 from .robotstxt import MAX_BYTES
 
-# Optional, as for Scrapy: br and zstd bodies are read when they are installed.
 try:
     import brotli
 except ImportError:
@@ -25,9 +21,7 @@ MAX_DOWNLOAD_BYTES = 2 * MAX_BYTES
 
 
 def complete_lines(body: bytes, cut: bool) -> bytes:
-    """The part of *body* the parser may read: at most ``MAX_BYTES`` and,
-    when the text was cut (by that limit or by a lost connection), without
-    its partial last line, which could be a shortened, more general rule."""
+    """At most ``MAX_BYTES`` of *body*, without its partial last line when cut: a shortened rule is more general."""
     if len(body) > MAX_BYTES:
         body, cut = body[:MAX_BYTES], True
     if cut:
@@ -36,15 +30,13 @@ def complete_lines(body: bytes, cut: bool) -> bytes:
 
 
 def encodings_of(headers: Iterable[bytes]) -> list[bytes]:
-    """The content codings of the ``Content-Encoding`` header values
-    *headers*, in the order they were applied, ``identity`` left out."""
+    """The content codings of ``Content-Encoding`` values *headers*, in the order applied, ``identity`` left out."""
     encodings = (e.strip().lower() for e in b",".join(headers).split(b","))
     return [e for e in encodings if e and e != b"identity"]
 
 
 def decoded(body: bytes, encodings: list[bytes]) -> bytes | None:
-    """*body* with its *encodings* undone, at most one byte more than the
-    parser reads; None when one is unknown or the data is not in it."""
+    """*body* with its *encodings* undone, one byte past what the parser reads; None if one is unknown or wrong."""
     decoded_body: bytes | None = body
     for encoding in reversed(encodings):
         decoded_body = inflate(decoded_body, encoding, MAX_BYTES + 1) if decoded_body is not None else None
@@ -52,17 +44,14 @@ def decoded(body: bytes, encodings: list[bytes]) -> bytes | None:
 
 
 def _gunzip(data: bytes, limit: int) -> bytes | None:
-    """Every member of a gzip body in turn (RFC 1952 §2.2, as Scrapy's own
-    gunzip reads them), up to ``_GZIP_MEMBERS``: each member's leftover input
-    is a copy, so a body of thousands of empty members would cost a
-    quadratic number of bytes copied."""
+    """Every member of a gzip body in turn (RFC 1952 §2.2, as Scrapy reads them), at most ``_GZIP_MEMBERS``:
+    each member's leftover input is a copy, so thousands of empty members would cost quadratic copying."""
     inflated = b""
     for _ in range(_GZIP_MEMBERS):
         stream = zlib.decompressobj(31)
         try:
             inflated += stream.decompress(data, limit - len(inflated))
         except zlib.error:
-            # Not gzip at all, or garbage after a complete member.
             return inflated or None
         data = stream.unused_data
         if not (stream.eof and data) or len(inflated) >= limit:
@@ -82,7 +71,7 @@ def _inflate(data: bytes, limit: int) -> bytes | None:
 
 def _unbrotli(data: bytes, limit: int) -> bytes | None:
     try:
-        # The limit stops the output buffer growing, a step past it at most.
+        # The limit stops the output growing, but only a step past it: hence the slice.
         return brotli.Decompressor().process(data, output_buffer_limit=limit)[:limit]
     except brotli.error:
         return None
@@ -90,7 +79,7 @@ def _unbrotli(data: bytes, limit: int) -> bytes | None:
 
 def _unzstd(data: bytes, limit: int) -> bytes | None:
     try:
-        # A frame asking for a larger window than 8 MiB is refused, not allocated.
+        # A frame asking for a window over 8 MiB is refused, not allocated.
         decompressor = zstandard.ZstdDecompressor(max_window_size=_ZSTD_WINDOW)
         with decompressor.stream_reader(data, read_across_frames=True) as reader:
             return reader.read(limit)
@@ -100,8 +89,7 @@ def _unzstd(data: bytes, limit: int) -> bytes | None:
 
 _GZIP_MEMBERS = 16
 _ZSTD_WINDOW = 8 << 20
-#: Each Content-Encoding we read, as Scrapy's HttpCompressionMiddleware
-#: does: br and zstd when the library Scrapy uses for it is installed.
+# The codings Scrapy's HttpCompressionMiddleware reads: br and zstd when Scrapy's library for them is installed.
 _DECODERS: dict[bytes, Callable[[bytes, int], bytes | None]] = {
     b"gzip": _gunzip,
     b"x-gzip": _gunzip,
@@ -114,8 +102,7 @@ if zstandard is not None:
 
 
 def inflate(data: bytes, encoding: bytes, limit: int) -> bytes | None:
-    """Inflate *data* as a stream, keeping at most *limit* bytes of output;
-    None when the encoding is unknown or the data is not in it. A truncated
-    stream gives what it inflated."""
+    """Inflate *data* as a stream to at most *limit* bytes; None when *encoding* is unknown or the data not in it.
+    A truncated stream gives what it inflated."""
     decoder = _DECODERS.get(encoding)
     return None if decoder is None else decoder(data, limit)

@@ -15,11 +15,8 @@ from .useragent import EXACT, agent_key, robot_name
 MAX_BYTES = 500 * 1024
 
 _BOM = b"\xef\xbb\xbf"
-# The lines a parse reads, found in one pass: a User-agent line and its
-# value (group 1), or a Sitemap line and its value (group 2); other lines
-# are left at their first character. Google robots.cc (KeyIsUserAgent) also
-# accepts "useragent" and "user agent", the latter never without its colon,
-# since that line would have three words; (KeyIsSitemap) also "site-map".
+# One pass finds User-agent values (group 1) and Sitemap values (group 2). As Google robots.cc (KeyIsUserAgent,
+# KeyIsSitemap): "useragent", "user agent" (only with its colon, else three words) and "site-map" too.
 _AGENT_OR_SITEMAP = re.compile(
     rb"\n[ \t]*(?=[uUsS])(?:(?:%s[ \t]*:|%s[ \t]+(?=[^\s:#]+%s(?:#|\n|\Z)))[ \t]*([^\n#]*)|%s)"
     % (fold_case(rb"user[- ]?agent"), fold_case(rb"user-?agent"), END_SPACE, member_field(rb"site-?map"))
@@ -27,9 +24,8 @@ _AGENT_OR_SITEMAP = re.compile(
 
 
 class Decision(NamedTuple):
-    """Why a URL is allowed or not: the group's agent value that was obeyed
-    (None when no group applies) and the rule that decided (None when no
-    rule matched, which allows)."""
+    """Why a URL is allowed or not: the agent value of the group obeyed (None when no group applies) and the
+    rule that decided (None when no rule matched, which allows)."""
 
     allowed: bool
     agent: str | None
@@ -44,26 +40,20 @@ class RobotsTxt:
     def __init__(
         self, groups: dict[str, Section | tuple[Section, ...] | RuleSet], sitemaps: list[str], truncated: bool = False
     ) -> None:
-        # Group key (see agent_key) -> the raw section of every group naming
-        # it (a tuple of them when several do), replaced by their compact RuleSet the first time a robot obeys
-        # it: only the groups a crawl uses are ever expanded, once per file.
+        # Group key -> its groups' section(s), replaced by their RuleSet when first obeyed: built only if used.
         self._groups = groups
         # The last robot asked about and the RuleSet it obeys.
         self._chosen: tuple[str | None, RuleSet | None] = (None, None)
         # One string rather than a list of them: a store holds many files.
         self._sitemaps = "\n".join(sitemaps)
-        #: Whether the body was longer than MAX_BYTES, so only its first
-        #: 500 KiB (up to the last whole line) were read.
+        #: Whether the body was longer than MAX_BYTES, so only its first 500 KiB (to the last whole line) were read.
         self.truncated = truncated
 
     @classmethod
     def parse(cls, body: bytes | str) -> RobotsTxt:
         """Parse a robots.txt body; bytes are UTF-8, only the first 500 KiB count.
 
-        Time is linear in the body's size: the regular expressions skip from
-        line to line at C speed and each line is looked at a bounded number
-        of times, whatever the body holds.
-        """
+        Time is linear in the body's size, whatever it holds: each line is looked at a bounded number of times."""
         if isinstance(body, str):
             body = body.encode("utf-8", "surrogatepass")
         truncated = len(body) > MAX_BYTES
@@ -96,11 +86,9 @@ class RobotsTxt:
                 run[key] = None
             line_end = match.end()
             next_start = agent_lines[index + 1].start() if index + 1 < len(agent_lines) else len(text)
-            # A User-agent line after a member line starts a new group; the
-            # search covers only the lines up to the next User-agent line.
+            # A User-agent line after a member line starts a new group.
             starts_run = MEMBER_LINE.search(text, line_end, next_start) is not None
-            # The last group stands even without rules (RFC 9309 §2.1: zero
-            # or more rules): its robots obey it, not "*".
+            # The last group stands even without rules (RFC 9309 §2.1): its robots obey it, not "*".
             if (starts_run or next_start == len(text)) and run:
                 newlines += text.count(b"\n", counted_to, line_end)
                 counted_to = line_end
@@ -120,11 +108,10 @@ class RobotsTxt:
         return self._sitemaps.split("\n") if self._sitemaps else []
 
     def footprint(self) -> int:
-        """An estimate of the bytes this parsed file holds, the rule sets it
-        has built included, for stores bounded in bytes."""
+        """An estimate of the bytes this parsed file holds, built rule sets included, for stores bounded in bytes."""
         groups = self._groups
         size = sys.getsizeof(self) + sys.getsizeof(groups) + sys.getsizeof(self._sitemaps)
-        size += sum(map(sys.getsizeof, groups))  # the agent keys: 20,000 of them in some files
+        size += sum(map(sys.getsizeof, groups))
         seen: set[int] = set()
         for group in groups.values():
             if isinstance(group, RuleSet):
@@ -159,12 +146,10 @@ class RobotsTxt:
         return Decision(rule is None or rule.allow, group.agent, rule)
 
     def group_for(self, user_agent: str) -> RuleSet | None:
-        """Return the rules the robot obeys: the group with the longest agent
-        value matching its name, else ``*``, else None."""
+        """Return the rules the robot obeys: the group whose agent value longest matches its name, else ``*``."""
         chosen_for, ruleset = self._chosen
         if chosen_for == user_agent:
-            # Asked again (Crawl-delay, Request-rate, an explanation): the
-            # answer of last time, not a lookup per prefix of the name.
+            # Asked again (Crawl-delay, Request-rate, explain): last time's answer, no lookup per name prefix.
             return ruleset
         key = self._key_for(robot_name(user_agent))
         ruleset = None
@@ -180,12 +165,10 @@ class RobotsTxt:
 
     def _key_for(self, name: str) -> str | None:
         groups = self._groups
-        # A value that is not a plain token matches only the robot of that very
-        # name, and is longer than any prefix of it.
+        # A value that is not a plain token matches only that exact name, so it beats any prefix of it.
         if EXACT + name in groups:
             return EXACT + name
-        # A token value matches every robot whose name it is a prefix of
-        # (SPEC.md); the longest one wins, "*" only when none matches.
+        # A token matches every name it is a prefix of (docs/contract.md); the longest wins, "*" when none does.
         for end in range(len(name), 0, -1):
             if name[:end] in groups:
                 return name[:end]
@@ -208,8 +191,7 @@ class RobotsTxt:
 
 
 def _cut(body: bytes) -> bytes:
-    """Return the first MAX_BYTES of *body* without the line the limit cuts:
-    ``Allow: /public`` cut to ``Allow: /`` would open the whole site."""
+    """The first MAX_BYTES of *body* less the line they cut: ``Allow: /public`` cut to ``Allow: /`` opens the site."""
     if body[MAX_BYTES] in b"\r\n":
         return body[:MAX_BYTES]
     head = body[:MAX_BYTES]

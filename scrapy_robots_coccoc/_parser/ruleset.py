@@ -1,5 +1,4 @@
-"""The rules of one user agent, merged from every group that names it, and
-the "most specific rule wins" decision."""
+"""The rules of one user agent, merged from every group naming it, and the "most specific rule wins" decision."""
 
 from __future__ import annotations
 
@@ -57,26 +56,20 @@ class VisitTime(NamedTuple):
     end: time
 
 
-#: The member lines of a group as found in the file, each led by its newline,
-#: after the number of the line before them in digits (where the rest of the
-#: User-agent line, empty or a comment, stands): one object per group, not
-#: three, as a store holds many files.
+#: A group's member lines, each led by its newline, after its User-agent line's number: one object, not three.
 Section = bytes
 _LINE_NUMBER = re.compile(rb"\d+")
 
-#: How a line of a rule set's text starts: Allow sorts after Disallow, so
-#: that sorting patterns puts Allow first among equally long ones.
+#: How a rule line starts: Allow sorts after Disallow, so sorting puts Allow first among equally long patterns.
 ALLOW_MARK, DISALLOW_MARK = "+", "!"
 _ALLOW_LEAD, _DISALLOW_LEAD = ALLOW_MARK.encode(), DISALLOW_MARK.encode()
 _LONG_TEXT = 16 * 1024
-# Above this many characters of rules, plain patterns are found through a
-# sorted array of their hashes instead of searching the rule text.
+# Above this many characters of rules, a sorted array of hashes spares searching the rule text.
 _INDEXED_CHARS = 1024
 # Past this many plain patterns, nearly every bit of the Bloom filter is set.
 _BLOOM_KEYS = 512
 _ALL_BITS = (1 << 256) - 1
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-# A number as robots.txt files write one: digits, perhaps a decimal point.
 _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _WINDOW = re.compile(r"(\d{1,2}):?(\d\d)\s*(?:-|\s)\s*(\d{1,2}):?(\d\d)")
 # Helpers that let map() and compress() run at C speed.
@@ -85,82 +78,53 @@ _LAST = itemgetter(-1)
 _PIECES = itemgetter(1)
 _FIRST = itemgetter(0)
 _STARS = re.compile(r"\*\*+")
-# Past this many patterns of one piece in a set, they may be looked up
-# rather than searched for: a search costs as much as the path is long.
+# Past this many one-piece patterns, look them up: a search costs as much as the path is long.
 _LOOKED_UP = 64
 # Below every rank, that of no rule found (-1 long) included.
 _NO_RANK = -2
-# Where the low byte of an 8-byte integer stands in its bytes.
 _LOW_BYTE_AT = 0 if sys.byteorder == "little" else 7
-# A table of 256 bytes: "1" where it is 1, "0" elsewhere.
 _ONE_TO_DIGIT = bytes.maketrans(bytes(range(256)), b"0" + b"1" + b"0" * 254)
 # Pattern lengths from the lengths of their lines, which count the mark.
 _MINUS_ONE = bytes([0, *range(255)])
 
 
 def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
-    """Return the lines of *text* (led and ended by a newline) as rule lines
-    in the normal form, one line per line: a rule is its mark and pattern,
-    any other line is empty; and the (field, value) of its extension lines.
-
-    C-speed passes over the whole text rather than one match per line: the
-    common ``Disallow: /…`` and ``Allow: /…`` are plain replacements, and the
-    regular expressions only try the lines these leave.
-    """
+    """Return *text*'s lines as rule lines in the normal form (mark and pattern, else empty) and the (field,
+    value) of its extension lines, by C-speed passes over the whole text: common ``Disallow: /…`` and
+    ``Allow: /…`` lines are plain replacements, and the regular expressions try only the lines left."""
     if b"#" in text:
         text = COMMENT.sub(b"", text)
     if UNREAD in text:
-        # The normal form of NUL.
+        # UNREAD marks lines below: a NUL in the text takes its normal form first.
         text = text.replace(UNREAD, b"%00")
     if b" \n" in text or b"\t\n" in text:
-        # Values end at any white space, and a line without a colon is read
-        # only when its value ends the line but for spaces and tabs: they go
-        # first, so that lines of white space only are empty lines below.
-        # Line by line: a regular expression would try every white space of
-        # a long run inside a value again, in quadratic time.
+        # Trailing spaces and tabs go first, so blank lines are empty and a colon-less value ends its line; line by
+        # line, as a regular expression would retry each character of a long run, in quadratic time.
         text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(b" \t")))
     text = text.replace(b"\n", b"\n" + UNREAD)
     if len(text) > _LONG_TEXT:
-        # Empty lines are read already: 500,000 of them took the regular
-        # expressions below 0.13 s, one attempt each. (A pass that a short
-        # text does not pay back.)
+        # Mark empty lines read, sparing each an attempt of every regular expression below (short texts don't gain).
         text = text.replace(UNREAD + b"\n", b"\n")
     text = text.replace(UNREAD + b"Disallow: /", _DISALLOW_LEAD + b"/")
     text = text.replace(UNREAD + b"Allow: /", _ALLOW_LEAD + b"/")
     text = DISALLOW_FIELD.sub(_DISALLOW_LEAD, text)
     text = ALLOW_FIELD.sub(_ALLOW_LEAD, text)
     extensions = EXTENSION_FIELD.findall(text)
-    # An empty Disallow allows everything and an empty Allow is ignored:
-    # neither is kept, like every other line.
+    # An empty Disallow allows everything and an empty Allow is ignored: neither is kept.
     text = UNREAD_LINE.sub(b"", text)
     if b"\x0b" in text or b"\x0c" in text:
-        # Vertical tabs and form feeds end a value too (and the spaces
-        # before them).
+        # Vertical tabs and form feeds end a value too, with the spaces before them.
         text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(VALUE_END_SPACE)))
     return normalize_lines(text), extensions
 
 
-#: Bytes the split wildcard patterns of all rule sets may hold together:
-#: the corpus's 1,570 distinct sets take 5 MiB, the most a 500 KiB body can
-#: hold (50,000 short patterns) 11 MiB; the newest set is kept in any case.
+#: Bytes all split wildcard patterns may hold: above the 11 MiB one 500 KiB body can need; the newest set stays.
 SPLIT_BUDGET = 16 << 20
-# Wildcard patterns split for matching, shared by every rule set holding the
-# same ones (sites copy each other's rules) and kept out of the rule sets,
-# which a store holds by the thousand. By the rule set's wildcard text (see
-# _split). The oldest entries go first past SPLIT_BUDGET, so that a crawl
-# of more sites than fit pays a split per check, no more.
 
 
 class _Split(NamedTuple):
-    """A rule set's wildcard patterns, ready for checks.
-
-    When a set has many patterns of one piece (``/c1/*``, ``/page$``), each
-    a prefix or a whole path with a rank of its own, they are looked up,
-    by (rank, offset), like the plain patterns. The others are kept longest
-    first with a literal their matches contain (the last piece), per
-    pattern its rank, its pieces between the ``*``, whether ``$`` ends it
-    and its offset in the text.
-    """
+    """A rule set's wildcard patterns, ready for checks: many one-piece ones (``/c1/*``, ``/page$``) looked up
+    as prefixes or whole paths, the others longest first with their last piece, a literal every match holds."""
 
     size: int
     prefixes: dict[str, tuple[int, int]]
@@ -169,38 +133,31 @@ class _Split(NamedTuple):
     looked_up_rank: int  # the highest rank of a looked-up pattern, _NO_RANK when none
     literals: tuple[str, ...]
     rules: tuple[tuple[int, tuple[str, ...], bool, int], ...]
-    text: str  # the wildcard text: its key in _SPLIT
+    text: str
 
 
+# Split patterns by wildcard text, shared by rule sets with the same ones (sites copy rules) and kept out of them
+# (a store holds thousands); past SPLIT_BUDGET the oldest go, so a crawl of too many sites pays a split a check.
 _SPLIT: dict[str, _Split] = {}
 _split_bytes = 0
 _SPLIT_LOCK = threading.Lock()
 
 
 def _split(wildcards: str) -> _Split:
-    """Split *wildcards*, one pattern a line led by its mark (see RuleSet),
-    longest first, by C-speed passes over all of them; a pattern's rank is
-    twice its length, plus one for Allow, which wins a tie (RFC 9309 §2.2.2).
-
-    The literal a pattern's matches must contain, a cheap test that rules
-    most patterns out, is its last piece. Patterns of one piece are looked
-    up instead: searching a long path for each of them took as long as the
-    path (46,000 ``/cN/*`` rules: 48 ms a check on a 2,000-character URL).
-    """
+    """Split *wildcards* (marked lines, longest first) by C-speed passes; a pattern's rank is twice its length,
+    plus one for Allow, which wins a tie (RFC 9309 §2.2.2). A last piece the path lacks rules a pattern out cheaply;
+    one-piece patterns are looked up, as searching a path for each costs its length."""
     global _split_bytes
     lines = wildcards.split("\n")
-    # A run of "*" is one "*": 500,000 of them were walked piece by empty
-    # piece at every check.
+    # A run of "*" is one "*", not empty pieces walked at every check.
     collapsed = _STARS.sub("*", wildcards).split("\n") if "**" in wildcards else lines
     patterns = list(map(_PATTERN_OF_LINE, collapsed))
-    # A trailing "*" is implied anyway; an inner "$" is %24 in the normal
-    # form, so at most one ends a pattern.
+    # A trailing "*" is implied; an inner "$" is %24 in the normal form, so at most one ends a pattern.
     literals = map(str.rstrip, map(str.rstrip, patterns, repeat("*")), repeat("$"))
     pieces = tuple(map(tuple, map(str.split, literals, repeat("*"))))
     ranks = [2 * len(line) - 2 + (line[0] == ALLOW_MARK) for line in lines]
     anchored = map(str.endswith, patterns, repeat("$"))
-    # Where each pattern starts in the text, after its mark (one more offset
-    # than lines: the end of the text).
+    # Where each pattern starts in the text, after its mark (the last offset is the text's end).
     offsets = accumulate(map((1).__add__, map(len, lines)), initial=1)
     rules = tuple(zip(ranks, pieces, anchored, offsets, strict=False))
     prefixes: dict[str, tuple[int, int]] = {}
@@ -215,8 +172,7 @@ def _split(wildcards: str) -> _Split:
                 # Longest first: the first rank met for a piece is its highest.
                 (paths if whole else prefixes).setdefault(parts[0], (rank, offset))
         rules = tuple(searched)
-    # Roughly the bytes held (the corpus's sets within 6%, sets of many
-    # looked-up patterns over by a quarter), without measuring each object.
+    # Roughly the bytes held, without measuring each object.
     size = 210 * len(lines) + 2 * len(wildcards)
     split = _Split(
         size,
@@ -238,26 +194,19 @@ def _split(wildcards: str) -> _Split:
 
 
 def _earliest(hit: tuple[int, int]) -> tuple[int, int]:
-    """Of looked-up (rank, offset) pairs, the highest rank first, then the
-    first in the text."""
+    """Sort key of looked-up (rank, offset) pairs: the highest rank, then the first in the text."""
     return hit[0], -hit[1]
 
 
 def _worth_looking_up(pieces: tuple[tuple[str, ...], ...]) -> bool:
-    """Whether the patterns of one piece are many, and of few lengths: a
-    lookup costs a slice and a hash per distinct length, a search (a few
-    tens of nanoseconds on a short path) one per pattern."""
+    """Whether one-piece patterns are many, of few lengths: a lookup costs a hash per length, a search one a pattern."""
     single = [parts[0] for parts in pieces if len(parts) == 1]
     return len(single) > _LOOKED_UP and len(single) > 4 * len(set(map(len, single)))
 
 
 def _bloom(keys: list[int]) -> int:
-    """The 256-bit Bloom filter of *keys*, bit ``key & 255`` of each set
-    (bit 1 always: a false positive costs a check nothing but time).
-
-    Built without a Python operation per key: their low bytes are scattered
-    into a byte table by bytes.maketrans, read as binary digits by int().
-    """
+    """The 256-bit Bloom filter of *keys*: bit ``key & 255`` of each (and bit 1: a false positive costs only time).
+    No Python operation per key: bytes.maketrans scatters the low bytes, int() reads them as binary digits."""
     low_bytes = array("q", keys).tobytes()[_LOW_BYTE_AT::8]
     table = bytes.maketrans(low_bytes, b"\x01" * len(low_bytes))
     return int(table.translate(_ONE_TO_DIGIT)[::-1], 2)
@@ -266,15 +215,8 @@ def _bloom(keys: list[int]) -> int:
 class RuleSet:
     """What a robot obeys once its group is chosen, held compactly.
 
-    The rules are one string, one line per line of the group: a rule is its
-    mark (ALLOW_MARK or DISALLOW_MARK) and its pattern in the normal form,
-    any other line is empty. No object per rule, and a rule's line number is
-    its index. A plain pattern (no ``*``, no final ``$``) matches when it is
-    a prefix of the path, so the longest one is found by looking the path's
-    prefixes of each pattern length up in that string, after a Bloom filter
-    of their hashes (and a sorted array of them when they are long);
-    wildcard patterns are tried longest first, only while they can still
-    beat that.
+    The rules are one string, a line per group line (mark and pattern, or empty): no object per rule. The path's
+    prefixes of each plain pattern length are looked up; wildcard patterns are tried longest first while they can win.
     """
 
     __slots__ = (
@@ -295,8 +237,7 @@ class RuleSet:
         self.crawl_delay: float | None = None
         self.request_rate: RequestRate | None = None
         self.visit_time: VisitTime | None = None
-        # Each section starts with a line number and the rest of its
-        # User-agent line, which the leading newline makes a line (no rule).
+        # A section starts with its line number and the rest of its User-agent line: a line holding no rule.
         self._rules, extensions = _rule_lines(b"\n%b\n" % b"\n".join(sections))
         for field, value in extensions:
             self._read_extension(MEMBER_FIELDS[field.lower()], value.decode("ascii", "replace"))
@@ -313,14 +254,12 @@ class RuleSet:
         self._index()
 
     def _index(self) -> None:
-        """Find the wildcard patterns, and index the lengths and hashes of the
-        plain ones; what is kept is their text, these are derived from it."""
+        """Find the wildcard patterns and index the plain ones' lengths and hashes, all derived from the text."""
         rules = self._rules
         patterns = set(rules.split("\n"))
         patterns.discard("")
         self._wildcards = ""
         if "*" in rules or "$" in rules:
-            # An inner "$" is %24 in the normal form: "$" ends its line.
             lines = list(patterns)
             wildcards = {
                 *compress(lines, map(contains, lines, repeat("*"))),
@@ -328,13 +267,9 @@ class RuleSet:
             }
             if wildcards:
                 patterns -= wildcards
-                # Longest first, and Allow before Disallow of the same length
-                # (RFC 9309 §2.2.2), each pattern once; a check finds them
-                # split in _SPLIT.
+                # Longest first, Allow before Disallow of one length (RFC 9309 §2.2.2), each pattern once.
                 text = "\n".join(sorted(sorted(wildcards, reverse=True), key=len, reverse=True))
-                # The text already split, when it is: one copy for every rule
-                # set holding it (sites copy each other's rules), found in
-                # _SPLIT without comparing it character by character.
+                # The copy _SPLIT holds, if any: one for all rule sets, and found there by identity, not compared.
                 known = _SPLIT.get(text)
                 self._wildcards = text if known is None else known.text
         # Bytes when every length fits one: a fifth of a tuple's size.
@@ -344,8 +279,7 @@ class RuleSet:
         else:
             self._lengths = tuple(length - 1 for length in ordered)
         keys = list(map(hash, map(_PATTERN_OF_LINE, patterns)))
-        # A 256-bit Bloom filter of the patterns: most prefixes of a path are
-        # no pattern, and a bit test costs less than searching the text.
+        # Most prefixes of a path are no pattern, and a bit test costs less than searching the text.
         self._bloom = _bloom(keys) if len(keys) <= _BLOOM_KEYS else _ALL_BITS
         self._hashes = array("q", sorted(keys)) if len(rules) > _INDEXED_CHARS else None
 
@@ -388,8 +322,7 @@ class RuleSet:
                 found = bisect_left(hashes, key)
                 if found == len(hashes) or hashes[found] != key:
                     continue
-            # ALLOW_MARK first, then DISALLOW_MARK, written out for speed:
-            # Allow wins a tie (RFC 9309 §2.2.2).
+            # ALLOW_MARK then DISALLOW_MARK, written out for speed: Allow wins a tie (RFC 9309 §2.2.2).
             if f"\n+{prefix}\n" in rules:
                 best, best_length = (True, prefix), length
                 break
@@ -401,19 +334,16 @@ class RuleSet:
             return best
         _, prefixes, lengths, paths, looked_up_rank, literals, split, _ = _SPLIT.get(wildcards) or _split(wildcards)
         best_rank = 2 * best_length + (best is not None and best[0])
-        # Of two wildcard patterns of one rank, the first in the text wins;
-        # a plain one beats both (offset -1).
+        # Of wildcard patterns of one rank the first in the text wins; a plain one beats both (offset -1).
         tie_offset = -1
         if looked_up_rank > best_rank:
-            # Patterns of one piece: the path, and its prefixes, looked up.
             prefixes_of_path = map(path.__getitem__, map(slice, repeat(None), lengths))
             hits = filter(None, chain((paths.get(path),), map(prefixes.get, prefixes_of_path)))
             top = max(hits, key=_earliest, default=None)
             if top is not None and top[0] > best_rank:
                 best_rank, tie_offset = top
                 best = bool(best_rank & 1), wildcards[tie_offset : tie_offset + (best_rank >> 1)]
-        # Only the patterns whose literal the path holds are looked at, the
-        # others skipped at C speed.
+        # Patterns whose literal the path lacks are skipped at C speed.
         for rank, pieces, anchored, offset in compress(split, map(path.__contains__, literals)):
             if rank <= best_rank and (rank < best_rank or offset > tie_offset):
                 break
@@ -427,8 +357,7 @@ class RuleSet:
         return None if found is None else Rule(found[0], found[1], self._line_of(*found))
 
     def _line_of(self, allow: bool, pattern: str) -> int:
-        # Line numbers are only wanted to explain a decision: the rule's
-        # index among the lines, mapped to the file through its section.
+        # Only explanations want line numbers: the rule's index, mapped to the file through its section.
         rules = self._rules
         mark = ALLOW_MARK if allow else DISALLOW_MARK
         index = rules.count("\n", 0, rules.index(f"\n{mark}{pattern}\n"))
@@ -446,8 +375,7 @@ class RuleSet:
 
 
 def parse_delay(text: str) -> float | None:
-    """Return a Crawl-delay in seconds, or None when it is not a decimal
-    number (``float`` alone would read ``1_0`` as 10 and ``1e3`` as 1000)."""
+    """Return a Crawl-delay in seconds, or None unless decimal (``float`` reads ``1_0`` as 10, ``1e3`` as 1000)."""
     text = text.strip()
     delay = float(text) if _DECIMAL.fullmatch(text) else math.inf
     return delay if math.isfinite(delay) else None

@@ -1,17 +1,8 @@
 """Allow/Disallow patterns: the percent-encoding normal form and linear-time matching.
 
-A pattern is matched against a URL's path plus ``?query``: ``*`` matches any
-run of characters, a final ``$`` anchors the end, and every pattern implies a
-trailing ``*``. Matching is a left-to-right scan with ``str.find`` (leftmost
-match of each literal piece), so no pattern can backtrack.
-
-Rules and URLs are compared in one normal form (RFC 9309 §2.2.2-2.2.3):
-escapes of unreserved characters are decoded (``%7E`` is ``~``), other
-escapes are upper-cased (``%2f`` is ``%2F``), and non-ASCII bytes and the
-characters a URI must escape are percent-encoded (``<`` is ``%3C``). In a URL
-a literal ``*`` or ``$`` is written ``%2A`` or ``%24``, which is how a rule
-names them (RFC 9309 §2.2.3); in a rule they are the wildcard and the anchor.
-"""
+A pattern matches a URL's path plus ``?query``: ``*`` matches any run, a final ``$`` anchors the end, a trailing ``*``
+is implied. Rules and URLs compare in one normal form (RFC 9309 §2.2.2-2.2.3): ``%7E`` is ``~``, ``%2f`` is ``%2F``,
+``<`` is ``%3C``; a URL's literal ``*`` and ``$`` are ``%2A`` and ``%24``, as a rule names them."""
 
 from __future__ import annotations
 
@@ -19,8 +10,7 @@ import re
 from typing import NamedTuple
 
 _UNRESERVED = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
-# RFC 3986 §2.2 reserved characters and "%" stand as written; "#" never
-# reaches here (it starts a comment in a rule, the fragment in a URL).
+# RFC 3986 §2.2 reserved characters and "%" stand as written; "#" (comment or fragment) never reaches here.
 _RESERVED = b":/?[]@!&'()+,;=%"
 _HEX = b"0123456789ABCDEFabcdef"
 
@@ -33,20 +23,16 @@ def _byte_class(kept: bytes) -> bytes:
     return b"".join(b"\\x%02x" % byte for byte in sorted(set(kept)))
 
 
-# A URL path left as it is: one repeated class, which the regular
-# expression engine runs through far faster than a search for what it lacks.
+# A path left as it is: one repeated class runs far faster than a search for what it lacks.
 _URL_PLAIN_TEXT = "[" + _byte_class((_UNRESERVED + _RESERVED).replace(b"%", b"")).decode() + "]*"
-# Most URLs: http(s), a path already in the normal form, perhaps a fragment.
-# One match finds and vets the path, half the cost of doing it in steps.
+# Most URLs (http(s), a path already normal): one match finds and vets the path.
 _PLAIN_HTTP_PATH = re.compile(rf"https?://[^/?#]*(/{_URL_PLAIN_TEXT})(?:#|\Z)")
 _URL_PLAIN_PATH = re.compile(_URL_PLAIN_TEXT)
 _KEPT_IN_URLS = _UNRESERVED + _RESERVED
-# A rule keeps "*" (wildcard) and "$" (anchor) as written; a URL encodes
-# them. What newline-joined rule values in the normal form are made of:
+# Rules keep "*" and "$" as written (a URL encodes them), and are joined by newlines.
 _KEPT_IN_RULES = _KEPT_IN_URLS + b"*$\n"
 _CHANGED = re.compile(b"(" + _CHANGED_ESCAPE + b")")
-# A "%" that starts no escape is data, which RFC 3986 §2.4 writes "%25": a
-# rule "/a%" is no prefix of "/a%3C" ("/a<"), as in CPython's robotparser.
+# A "%" starting no escape is data, "%25" (RFC 3986 §2.4): rule "/a%" is no prefix of "/a%3C", as in CPython.
 _BARE_PERCENT = re.compile(rb"%(?![0-9A-Fa-f]{2})")
 
 
@@ -64,9 +50,7 @@ _REWRITE = _rewrites()
 
 
 class _Escapes(NamedTuple):
-    """Three byte tables giving each byte's first, second and third byte in
-    the normal form: a byte that stands as written is itself then two NULs
-    (deleted afterwards), any other byte its upper-case escape."""
+    """Each byte's three bytes in the normal form: a kept byte and two NULs (deleted later), or its escape."""
 
     first: bytes
     second: bytes
@@ -87,19 +71,10 @@ _URL_ESCAPES = _escapes(_KEPT_IN_URLS)
 
 
 def _normal_form(raw: bytes, escapes: _Escapes) -> str:
-    """Return *raw* in the normal form, the bytes that *escapes* keeps (``%``
-    among them) standing as written, at C speed whatever it holds.
+    """Return *raw* in the normal form, the bytes *escapes* keeps (``%`` among them) standing as written.
 
-    A ``%`` that starts no escape becomes ``%25`` first; then the escapes
-    to change are rewritten, by one split and a table lookup each. Then
-    every byte is written as three, by three translations into the strides
-    of one buffer, and the NULs that pad kept bytes are deleted: seven
-    passes in all, however many distinct bytes need escaping
-    (one replacement pass per distinct byte took 12 ms on 500 KiB of them).
-    The escapes written are upper-case escapes of bytes that are not
-    unreserved, and none of them can make an escape with the bytes around
-    it, so this gives the same text as one scan from left to right.
-    """
+    Seven C-speed passes, however many distinct bytes need escaping. No escape written can form another with its
+    neighbours, so this gives the text one left-to-right scan would."""
     if b"%" in raw:
         raw = _BARE_PERCENT.sub(b"%25", raw)
         parts = _CHANGED.split(raw)
@@ -120,13 +95,8 @@ _INNER_DOLLAR = re.compile(r"\$(?!\n|\Z)")
 
 
 def normalize_lines(values: bytes) -> str:
-    """Return newline-joined rule values from robots.txt in the normal form,
-    all lines at once at C speed.
-
-    Bytes outside ASCII are escaped one by one, which is their UTF-8
-    percent-encoding when they are valid UTF-8, and a faithful escape of the
-    raw byte when they are not: no input can fail to decode.
-    """
+    """Return newline-joined rule values in the normal form, all at once. Each non-ASCII byte is escaped alone:
+    valid UTF-8 gets its percent-encoding, other bytes a faithful escape, so no input fails to decode."""
     text = _normal_form(values, _RULE_ESCAPES)
     # Google robots.cc: "$" is special only at the end of a pattern.
     return _INNER_DOLLAR.sub("%24", text) if "$" in text else text
@@ -136,8 +106,7 @@ _PATH = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)?([^#]*)")
 
 
 def path_of(url: str) -> str:
-    """Return the path plus ``?query`` of an absolute URL or of a path,
-    without the fragment, in the normal form."""
+    """Return the path plus ``?query`` of an absolute URL or a path, without the fragment, in the normal form."""
     plain = _PLAIN_HTTP_PATH.match(url)
     if plain is not None:
         return plain[1]
@@ -150,13 +119,10 @@ def path_of(url: str) -> str:
 
 
 def wildcard_matches(pieces: tuple[str, ...], anchored: bool, path: str) -> bool:
-    """Whether *path*, which starts with the first of *pieces*, matches the
-    pattern split into them at its ``*`` (anchored when it ends with ``$``),
-    in time linear in the path's length times the number of ``*``: each
-    piece is found leftmost with ``str.find``, so nothing backtracks."""
+    """Whether *path*, starting with ``pieces[0]``, matches the pattern split at its ``*`` (``$``-ended if
+    *anchored*): each piece is found leftmost with ``str.find``, so nothing backtracks."""
     pos = len(pieces[0])
     if len(pieces) == 1:
-        # "/page$": the whole path must equal it.
         return not anchored or len(path) == pos
     for part in pieces[1:-1]:
         pos = path.find(part, pos)

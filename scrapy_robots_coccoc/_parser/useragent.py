@@ -10,34 +10,24 @@ from typing import cast
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _COMPATIBLE = re.compile(r"\(\s*compatible\s*;\s*(" + _TOKEN + ")", re.IGNORECASE)
 _FIRST_TOKEN = re.compile(_TOKEN)
-# RFC 9309 §2.2.1: the product token ends at white space, "/" (its version),
-# "(" (a comment), and ";" or "," (sites listing several robots on one line).
+# RFC 9309 §2.2.1: the product token ends at white space, "/", "(", and ";" or "," (several robots on a line).
 _AGENT_WORD = re.compile(rb"[^\s/(;,]*")
-# A value made only of these (plus one trailing "*") names a robot and all
-# the robots whose names it is a prefix of.
 _PREFIX_WORD = re.compile(r"([a-z0-9_-]+)\*?")
 _SHORT_WORD = 64
 _KEPT_KEYS = 4096
 _KEYS: dict[bytes, str | None] = {}
 _UNKNOWN = object()
 
-#: Group keys of agent values that only a robot with exactly that name obeys
-#: (``s~snapchat-proxy``) start with this, which no robot name contains.
+#: Starts the group key of a value only a robot of exactly that name obeys; no robot name contains it.
 EXACT = " "
 
 
 def agent_key(value: bytes) -> str | None:
     """Return the group key of a ``User-agent`` value, or None when it names no robot.
 
-    ``*`` is the catch-all group; a product token made of ``[a-z0-9_-]``
-    (``Googlebot/2.1``, ``coccocbot*``) is itself, matched by prefix; any other
-    word (``Go!Zilla``, ``*WordPress*``) is ``EXACT`` plus the word, matched by
-    equality only, so that cutting a value never makes it more general than
-    what the site wrote.
-    """
-    # Values repeat across lines and files (``*``, ``Googlebot``): their keys
-    # are kept, as written, a bounded number of short ones.
-    # One lookup: another thread parsing a file may clear the cache between two.
+    ``*`` is the catch-all; a token of ``[a-z0-9_-]`` (``Googlebot/2.1``, ``coccocbot*``) matches by prefix; any
+    other word (``Go!Zilla``) is ``EXACT`` plus the word, matched whole, so a cut value is never more general."""
+    # One lookup: another thread may clear the cache between two.
     known = _KEYS.get(value, _UNKNOWN)
     if known is not _UNKNOWN:
         return cast("str | None", known)
@@ -52,10 +42,7 @@ def agent_key(value: bytes) -> str | None:
 
 @lru_cache(maxsize=4096)
 def _key_of_word(word: bytes) -> str:
-    # Agent values repeat across files (Googlebot, *): keep their keys, a
-    # bounded number (sys.intern would keep every word a site ever wrote
-    # for the life of the process on Python 3.12, where interned strings
-    # are immortal).
+    # Values repeat across files: a bounded cache, as sys.intern's strings are immortal on Python 3.12.
     return _key(word)
 
 
@@ -69,15 +56,8 @@ def _key(word: bytes) -> str:
 
 @lru_cache(maxsize=256)
 def robot_name(user_agent: str) -> str:
-    """Return the robot's name, in lower case.
-
-    The product token of the first ``(compatible; name/…)`` comment, wherever
-    it stands (Googlebot's smartphone header puts it last), else the header's
-    first product token: ``coccocbot-web`` for ``coccocbot-web``,
-    ``Mozilla/5.0 (compatible; coccocbot-web/1.1; +http://…)`` or
-    ``coccocbot-web/1.1``; ``mozilla`` for a plain browser header; ``scrapy``
-    for Scrapy's default; ``figtree`` for ``FigTree Robot libwww-perl/5.04``.
-    """
+    """Return the robot's name in lower case: the product token of the first ``(compatible; name/…)`` comment,
+    wherever it stands (Googlebot's smartphone header puts it last), else the header's first product token."""
     found = _COMPATIBLE.search(user_agent)
     if found:
         return found[1].lower()
