@@ -29,9 +29,8 @@ __all__ = [
     "VisitTime",
 ]
 
-# The Scrapy-facing classes are imported on first use, so that the parser
-# (and the command-line checker, and setuptools reading __version__) load
-# without importing Scrapy.
+# Scrapy-facing classes are imported on first use, so that the parser, the
+# checker and setuptools reading __version__ load without Scrapy.
 _LAZY = {
     "Addon": ".addon",
     "CocCocRobotParser": ".robotparser",

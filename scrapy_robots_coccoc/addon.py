@@ -1,5 +1,4 @@
-"""The Scrapy add-on: ``ADDONS = {"scrapy_robots_coccoc.Addon": 0}`` obeys
-robots.txt with this package instead of Scrapy's own middleware."""
+"""The add-on that obeys robots.txt with our middlewares instead of Scrapy's."""
 
 from __future__ import annotations
 
@@ -20,23 +19,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-#: Where Scrapy puts its own RobotsTxtMiddleware: before every other
-#: downloader middleware sees a request.
+#: The order of Scrapy's own RobotsTxtMiddleware: before any other downloader middleware.
 MIDDLEWARE_PRIORITY = 100
-#: Nearer the downloader than HttpCompressionMiddleware (590), so that a
-#: robots.txt body is bounded before anything inflates it.
+#: Nearer the downloader than HttpCompressionMiddleware (590), so bodies are bounded before anything inflates them.
 BODY_MIDDLEWARE_PRIORITY = 595
 
 
 class Addon:
     """Replace Scrapy's ``RobotsTxtMiddleware`` with ours and obey robots.txt.
 
-    ``ROBOTSTXT_OBEY`` is set to ``True`` at add-on priority, so a value the
-    project or spider set wins: with ``ROBOTSTXT_OBEY = False`` the add-on is
-    inert (our middlewares disable themselves) and says so in one INFO line.
-    A priority the project gave our middlewares (``None`` to disable one) is
-    kept; Scrapy's middleware is always disabled, as two robots.txt
-    middlewares would fetch every robots.txt twice.
+    ``ROBOTSTXT_OBEY`` is set to ``True`` at add-on priority, so the project's
+    or spider's value wins: with ``False`` the add-on is inert and says so in
+    one INFO line. Priorities the project gave our middlewares (``None``
+    disables one) are kept. Scrapy's middleware is always disabled: two would
+    fetch every robots.txt twice.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -49,8 +45,8 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         settings.set("ROBOTSTXT_OBEY", True, priority="addon")
         name = "DOWNLOADER_MIDDLEWARES"
-        # Disabled by the import path that DOWNLOADER_MIDDLEWARES_BASE uses:
-        # Scrapy 2.13 merges the base by key, so a class key would leave it on.
+        # Disabled by the import path DOWNLOADER_MIDDLEWARES_BASE uses: Scrapy
+        # 2.13 merges the base by key, so a class key would leave it on.
         middlewares = settings.getdict(name)
         middlewares.pop(StockRobotsTxtMiddleware, None)
         middlewares[STOCK_ROBOTSTXT_MIDDLEWARE] = None

@@ -1,9 +1,4 @@
-"""robots.txt bodies in a crawl: bounded whatever ``DOWNLOAD_MAXSIZE`` says,
-inflated no further than the parser reads.
-
-:class:`RobotsTxtBodyMiddleware` sees robots.txt responses before Scrapy's
-``HttpCompressionMiddleware`` (order 590) could inflate them whole.
-"""
+"""The middleware that bounds robots.txt bodies before Scrapy inflates them."""
 
 from __future__ import annotations
 
@@ -26,10 +21,11 @@ logger = logging.getLogger(__name__)
 class RobotsTxtBodyMiddleware:
     """Bounds robots.txt bodies, whatever ``DOWNLOAD_MAXSIZE`` says.
 
-    Enabled above ``HttpCompressionMiddleware`` (at 595; the add-on does it),
-    it sees robots.txt responses before they are inflated: a body compressed
-    despite our ``Accept-Encoding: identity`` is inflated as a stream, no
-    further than the 500 KiB the parser reads. Other responses pass untouched.
+    Enabled above ``HttpCompressionMiddleware`` (590; the add-on puts it at
+    595), it sees robots.txt responses before they are inflated whole: a body
+    compressed despite our ``Accept-Encoding: identity`` is inflated as a
+    stream, no further than the 500 KiB the parser reads. Other responses
+    pass untouched.
     """
 
     def __init__(self, crawler: Crawler) -> None:

@@ -1,8 +1,7 @@
-"""``python -m scrapy_robots_coccoc``: check URLs against a robots.txt the
-way the middleware would, and say which group and rule decided.
+"""``python -m scrapy_robots_coccoc``: check URLs against a robots.txt as the
+middleware would, and say which group and rule decided. Runs without Scrapy.
 
-Exit codes: 0 every URL allowed, 1 some URL disallowed, 2 bad arguments,
-3 robots.txt could not be read. Runs without Scrapy.
+Exit codes: 0 all allowed, 1 some disallowed, 2 bad arguments, 3 unreadable.
 """
 
 from __future__ import annotations
@@ -47,9 +46,8 @@ def is_other_url(argument: str) -> bool:
 
 
 def read_robots(source: str) -> tuple[bytes, str]:
-    """Return the robots.txt body from a file, ``-`` (stdin) or a URL, and a
-    note on how it was obtained. One byte more than the parser reads is read,
-    so that the report can tell a file that was cut."""
+    """The robots.txt body from a file, ``-`` (stdin) or a URL, and where it came
+    from; one byte more than the parser reads, so that the report tells a cut."""
     if source == "-":
         return read_bounded(sys.stdin.buffer), "stdin"
     if source.lower().startswith(HTTP_SCHEMES):
@@ -66,9 +64,8 @@ def read_bounded(stream: IO[bytes]) -> bytes:
 
 
 class FiveRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow redirects as the middleware does: 5 hops at most, to http(s)
-    URLs that can be requested only (urllib would follow one to ``ftp://``);
-    any other redirect is a failed one, everything allowed."""
+    """Follow redirects as the middleware does: 5 hops at most, only to requestable
+    http(s) URLs (urllib follows ``ftp://``); another redirect fails: all allowed."""
 
     max_redirections = 5
 
@@ -87,9 +84,8 @@ class FiveRedirects(urllib.request.HTTPRedirectHandler):
 
 
 def requestable(url: str) -> bool:
-    """Whether *url* is an http(s) URL with a host and a valid port, no
-    user name (the middleware does not follow a redirect to one either),
-    and nothing a request line cannot carry (white space, control characters)."""
+    """Whether *url* is an http(s) URL with a host, a valid port, no user name (the middleware
+    follows no redirect to one either) and nothing a request line cannot carry."""
     if not url.lower().startswith(HTTP_SCHEMES) or _UNSENDABLE.search(url):
         return False
     try:
@@ -101,10 +97,8 @@ def requestable(url: str) -> bool:
 
 
 def fetch(url: str) -> tuple[bytes, str]:
-    """GET a robots.txt as the middleware reads it: 200 gives rules, any
-    other answer gives unrestricted access, no answer (or none within
-    ``FETCH_TIMEOUT`` seconds in all, however slowly the site sends its
-    headers or body, or not HTTP) is an error."""
+    """GET a robots.txt as the middleware reads it: 200 gives rules, another answer unrestricted access,
+    and no HTTP answer within ``FETCH_TIMEOUT`` seconds in all, however slowly the site sends, is an error."""
     outcome: list[tuple[bytes, str] | Unreadable] = []
 
     def run() -> None:
@@ -132,8 +126,7 @@ def _get(url: str) -> tuple[bytes, str]:
         with opener.open(request, timeout=FETCH_TIMEOUT) as response:
             if response.status != 200:
                 return b"", f"{response.url} (HTTP {response.status}: everything allowed)"
-            # As the middleware: a body compressed although we did not ask
-            # for it is inflated no further than the parser reads.
+            # As the middleware, a compressed body is inflated no further than the parser reads.
             headers = response.headers.get_all("Content-Encoding", [])
             encodings = encodings_of(value.encode("latin-1") for value in headers)
             limit = MAX_DOWNLOAD_BYTES if encodings else MAX_BYTES + 1
@@ -150,15 +143,13 @@ def _get(url: str) -> tuple[bytes, str]:
     except urllib.error.HTTPError as exc:
         return b"", f"{url} (HTTP {exc.code}: everything allowed)"
     except (urllib.error.URLError, OSError, HTTPException, ValueError) as exc:
-        # No answer, one that is not HTTP or broke off, or a URL that cannot
-        # be requested (``http://[::1/``, a space in the host).
+        # No answer, not HTTP, broken off, or a URL that cannot be requested (``http://[::1/``).
         reason = getattr(exc, "reason", None) or exc
         raise Unreadable(f"cannot fetch {url}: {reason!s:.200}") from exc
 
 
 def read_body(stream: HTTPResponse, limit: int) -> tuple[bytes, bool]:
-    """At most *limit* bytes of the body, and whether it broke off before
-    its end."""
+    """At most *limit* bytes of the body, and whether it broke off before its end."""
     chunks: list[bytes] = []
     size = 0
     while size < limit:
@@ -204,8 +195,7 @@ def report(robots: RobotsTxt, agent: str, decisions: Sequence[tuple[str, Decisio
 
 
 def printable(text: str) -> str:
-    """*text* with control characters percent-encoded: a site's bytes must
-    not move the terminal's cursor over the report."""
+    """*text* with control characters percent-encoded: a site's bytes must not move the terminal's cursor."""
     return _CONTROL.sub(lambda found: f"%{ord(found[0]):02X}", text)
 
 

@@ -1,9 +1,9 @@
 """``RobotsTxtMiddleware``: decide every request by its origin's robots.txt
 and pace the site by its Crawl-delay.
 
-It only orchestrates: :mod:`.coordinator` knows each origin's state (and
-:mod:`.fetcher` fetches it), :mod:`.parking` lets waiting requests give back
-their downloader place, :mod:`.crawldelay` paces.
+It only orchestrates: ``_crawl.coordinator`` knows each origin's state (and
+``_crawl.fetcher`` fetches it), ``_crawl.parking`` lets waiting requests give
+back their downloader place, ``_crawl.pacing`` paces.
 """
 
 from __future__ import annotations
@@ -136,9 +136,8 @@ class RobotsTxtMiddleware:
 
     async def process_request(self, request: Request, spider: object = None) -> Request | Response | None:
         if _SENT_BACK_DONT_FILTER in request.meta:
-            # Back from a close (another run of the job, another worker): its
-            # own dont_filter again, or its redirects would pass the
-            # duplicate and offsite filters for ever after.
+            # Back from a close: its own dont_filter again, or its redirects
+            # would pass the duplicate and offsite filters for ever after.
             request.dont_filter = request.meta.pop(_SENT_BACK_DONT_FILTER)
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return None
@@ -162,9 +161,8 @@ class RobotsTxtMiddleware:
                 returned.meta[_SENT_BACK_DONT_FILTER] = request.dont_filter
                 self._sent_back.add(returned)
                 return returned
-            # Downloaded outside the scheduler (a media pipeline, ``scrapy
-            # shell``), a returned request comes straight back: returned
-            # again, it would go round until the crawl is killed.
+            # Back at once (downloaded outside the scheduler: a media pipeline,
+            # scrapy shell): returned again, it would go round for ever.
             self._stats.inc_value("robotstxt/dropped_on_close")
             closing = RobotsTxtFault(f"spider closing: {request} not downloaded")
             self._log_dropped(closing, request)

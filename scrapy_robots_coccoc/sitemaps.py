@@ -1,6 +1,5 @@
-"""``RobotsSitemapMixin``: crawl the sitemaps that robots.txt files list,
-with Scrapy's own ``SitemapSpider`` machinery, and without fetching any
-robots.txt a second time."""
+"""``RobotsSitemapMixin``: crawl the sitemaps robots.txt files list, with
+Scrapy's ``SitemapSpider`` machinery and no robots.txt fetched twice."""
 
 from __future__ import annotations
 
@@ -33,18 +32,15 @@ else:
 logger = logging.getLogger(__name__)
 
 SCOPES = ("site", "allowed_domains", "any")
-#: Declined (origin, sitemap) pairs remembered, so that refreshes do not count them again.
+#: Declined (origin, sitemap) pairs remembered; one forgotten (oldest first) is only counted again.
 MAX_DECLINED = 100_000
-#: At most this many sitemaps of one robots.txt are handed to spiders: 500
-#: KiB of "Sitemap:/sN" lines are 30,000 of them, and resolving and handing
-#: them all over held the reactor for 1.5 s. The most a real robots.txt of
-#: our corpus lists is 1,293; RobotsSitemapMixin takes 50 by default.
+#: At most this many sitemaps of one robots.txt are handed to spiders, so that
+#: a hostile list cannot hold the reactor; real ones list far fewer.
 MAX_SITEMAPS = 1000
 
 
 def listed_sitemaps(base: str, urls: list[str]) -> list[str]:
-    """The first MAX_SITEMAPS of *urls*, resolved against *base*,
-    duplicates and unparsable ones left out."""
+    """The first MAX_SITEMAPS of *urls*, resolved against *base*, without duplicates or unparsable ones."""
     resolved = []
     for url in urls[:MAX_SITEMAPS]:
         try:
@@ -75,11 +71,8 @@ class RobotsSitemapMixin(_MixinBase):
 
     # Sitemap URLs scheduled (or requested through sitemap_urls): never again.
     _robots_sitemaps_seen: set[str]
-    # Hashes of (origin, sitemap URL) pairs declined (out of scope, over the
-    # cap, not http(s)): a refresh of that robots.txt does not count them
-    # again, while another origin listing the same URL may still get it
-    # crawled. Hashes, not URLs, however long a site makes them; bounded
-    # (oldest forgotten first): a forgotten pair is only counted again.
+    # Hashes (small however long the URL) of declined (origin, URL) pairs: a refresh
+    # does not count them again, while another origin may still get the URL crawled.
     _robots_sitemaps_declined: dict[int, None]
     _robots_sitemaps_per_origin: Counter[str]  # sitemaps scheduled per robots.txt
     # Sitemap requests are scheduled with engine.crawl, which no spider
@@ -123,9 +116,8 @@ class RobotsSitemapMixin(_MixinBase):
                 yield seed
 
     def _robots_seed(self, site_url: str) -> Request | None:
-        """A request that makes the middleware fetch the site's robots.txt
-        (and so announce its sitemaps) without downloading anything itself;
-        None for a URL no site can answer."""
+        """A request that makes the middleware fetch the site's robots.txt and
+        announce its sitemaps, downloading nothing; None for a URL no site can answer."""
         try:
             request = Request(
                 urljoin(site_url, "/robots.txt"),
@@ -141,14 +133,12 @@ class RobotsSitemapMixin(_MixinBase):
         return request
 
     def _robots_seeded(self, response: Response, origin: str) -> None:
-        """Without our middleware, the seed request downloads robots.txt
-        itself: take its sitemaps from the body, read as our middleware reads them."""
+        """Without our middleware the seed downloads robots.txt itself: read its sitemaps as our middleware would."""
         self._take_sitemaps(origin, listed_sitemaps(response.url, RobotsTxt.parse(response.body).sitemaps))
 
     def _robots_seed_failed(self, failure: Failure) -> None:
-        """Our middleware ends a seed request with ``RobotsTxtOnly`` once the
-        origin's sitemaps are announced: that is success. Anything else
-        means this origin seeded nothing."""
+        """``RobotsTxtOnly`` is our middleware's success (the sitemaps were
+        announced); anything else means this origin seeded nothing."""
         if not failure.check(RobotsTxtOnly):
             self._seed_failed(failure.request.url, failure.value)  # type: ignore[attr-defined]
 
@@ -169,9 +159,8 @@ class RobotsSitemapMixin(_MixinBase):
         self._take_sitemaps(origin, sitemaps)
 
     def _take_sitemaps(self, origin: str, sitemaps: Iterable[str]) -> None:
-        """Schedule what may be of *sitemaps* (absolute URLs): cheap checks
-        per URL, none past the per-site cap, a request only for those
-        scheduled, one log line per robots.txt: a list may hold a thousand."""
+        """Schedule what may be of *sitemaps* (absolute URLs): a list may hold
+        a thousand, so cheap checks per URL and one log line per robots.txt."""
         site = _idna(urlsplit(origin).hostname or "")
         taken = self._robots_sitemaps_per_origin
         counts: Counter[str] = Counter()
@@ -228,10 +217,8 @@ class RobotsSitemapMixin(_MixinBase):
 
 
 def _request(url: str, callback: Callable[..., Any]) -> Request | None:
-    """A request of a listed sitemap, or None for a URL Scrapy refuses (a
-    port out of range, say): one bad line must not stop the lines after it.
-    No dont_filter: with a shared dupefilter (scrapy-redis) a sitemap
-    another worker already requested is dropped."""
+    """A listed sitemap's request, None for a URL Scrapy refuses: one bad line must not stop the others.
+    No dont_filter, so that a shared dupefilter (scrapy-redis) drops a sitemap another worker requested."""
     try:
         return Request(url, callback=callback)
     except ValueError:
@@ -239,9 +226,8 @@ def _request(url: str, callback: Callable[..., Any]) -> Request | None:
 
 
 def within(host: str, domain: str) -> bool:
-    """Whether ``host`` is ``domain`` or one of its subdomains, ignoring a
-    leading ``www.`` on the domain; an IP address has no subdomains (the
-    ``127.0.1`` of ``127.127.0.1`` is another host)."""
+    """Whether ``host`` is ``domain`` (less a leading ``www.``) or its subdomain;
+    an IP address has none (``127.127.0.1`` is not under ``127.0.1``)."""
     host, domain = host.lower(), domain.lower().removeprefix("www.")
     return host == domain or (host.endswith("." + domain) and not _is_address(host))
 
@@ -254,8 +240,7 @@ def _is_address(host: str) -> bool:
 
 
 def _domain(entry: str) -> str | None:
-    """An ``allowed_domains`` entry as host names are compared, None for
-    one IDNA refuses (``.bücher.de``: an empty label), which matches nothing."""
+    """An ``allowed_domains`` entry as hosts are compared; None, matching nothing, if IDNA refuses it."""
     try:
         return _idna(entry)
     except ValueError:

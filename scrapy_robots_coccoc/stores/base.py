@@ -1,5 +1,5 @@
-"""What a store is: the :class:`Store` protocol the middleware calls, and
-the :class:`OriginState` it keeps per origin."""
+"""The :class:`Store` protocol the middleware calls, and the
+:class:`OriginState` a store keeps per origin."""
 
 from __future__ import annotations
 
@@ -19,10 +19,9 @@ MaybeAwaitable: TypeAlias = T | Awaitable[T]
 class OriginState:
     """The outcome of one robots.txt fetch.
 
-    ``robots`` holds the rules after a 200 answer; it is None both after any
-    other answer (``unavailable`` False: everything allowed) and after no
-    answer at all (``unavailable`` True: nothing is downloaded until
-    ``expires_at``).
+    ``robots`` holds the rules after a 200 answer. It is None after any other
+    answer (``unavailable`` False: everything allowed) and after no answer at
+    all (``unavailable`` True: nothing is downloaded until ``expires_at``).
     """
 
     robots: RobotsTxt | None
@@ -33,47 +32,44 @@ class OriginState:
 class Store(Protocol):
     """What the middleware asks of a store.
 
-    Each method may return its answer, or an awaitable of it that the
+    Each method returns its answer or an awaitable of it, which the
     middleware awaits: a store that talks to a server must not block the
-    reactor. Synchronous stores (like :class:`MemoryStore`, the fast path)
-    are accepted as they are. An asynchronous store returns awaitables the
-    crawl's loop can drive: coroutines or asyncio futures under Scrapy's
-    default asyncio reactor (or with no reactor), coroutines or Deferreds
-    under another Twisted reactor.
+    reactor. Synchronous stores, like :class:`MemoryStore`, are the fast
+    path. Awaitables must be ones the crawl's loop drives: coroutines or
+    asyncio futures under Scrapy's default asyncio reactor (or no reactor),
+    coroutines or Deferreds under another Twisted reactor.
 
-    A store may also offer ``peek(origin) -> OriginState | None``: what this
-    process knows without any I/O, so that a known origin's requests are
-    decided at once; None sends the middleware to ``get``. And
-    ``release(origin)``: the fetch this process claimed ended with nothing
-    to store (the spider closed, or a fault of this machine), so another
-    worker may fetch the origin now rather than when the claim expires; a
-    claim this process does not hold (any more) stays.
+    Two methods are optional. ``peek(origin) -> OriginState | None`` returns
+    what this process knows without I/O, so that a known origin's requests
+    are decided at once; None sends the middleware to ``get``.
+    ``release(origin)`` says the fetch this process claimed ended with
+    nothing to store (the spider closed, a local fault), so that another
+    worker may fetch now rather than when the claim expires; it must leave
+    a claim this process no longer holds.
     """
 
     def get(self, origin: str) -> MaybeAwaitable[OriginState | None]:
         """The origin's state, fresh or stale; None if unknown."""
 
     def set(self, origin: str, state: OriginState, body: bytes | None) -> MaybeAwaitable[None]:
-        """Keep a fetch's outcome; *body* is the robots.txt read (b"" without
-        rules; None when a failed refresh keeps the rules already stored)."""
+        """Keep a fetch's outcome. *body* is the robots.txt read (b"" without
+        rules), or None when a failed refresh keeps the rules already stored."""
 
     def claim(self, origin: str, seconds: float) -> MaybeAwaitable[bool]:
         """Whether this process should fetch the origin's robots.txt now:
         False while another worker does (for at most *seconds*)."""
 
     def reserve(self, origin: str, spacing: float) -> MaybeAwaitable[float | None]:
-        """Reserve a start time (a ``time.time()`` value) for the next
-        request to a paced origin, at least *spacing* seconds after every
-        start reserved before it, by any worker, and no earlier than the
-        answer (a store whose answer came too late reserves again). None
-        from a store that does not pace.
+        """Reserve a start time (a ``time.time()`` value) for the next request
+        to a paced origin: at least *spacing* seconds after every start any
+        worker reserved before it, and no earlier than the answer arrives (a
+        store whose answer came too late reserves again). None from a store
+        that does not pace.
 
-        The caller sleeps until that time and starts the request at once. A
-        caller that wakes (or finds the request ready) more than *grace*
-        seconds late gives the turn up and reserves again: a turn used late
-        would squeeze the next one, a turn given up only widens a gap. So
-        consecutive requests start at least ``spacing - grace`` apart,
-        whatever stalls, restarts or slow answers happen: spacing = the
-        Crawl-delay and grace = 5% of it keep them 0.95 x the Crawl-delay
-        apart.
+        The caller sleeps until that time and starts the request; waking
+        more than a grace late, it gives the turn up and reserves again: a
+        turn used late would squeeze the next one, a turn given up only
+        widens a gap. So requests start at least ``spacing - grace`` apart,
+        whatever stalls, restarts or slow answers happen (the middleware asks
+        for 1.05 x the Crawl-delay with a grace of 5% of it: a full delay).
         """

@@ -19,16 +19,12 @@ _STATE_BYTES = 200
 
 
 class MemoryStore:
-    """A bounded, least-recently-used map of origin states, and the turns of
-    paced origins (those of the whole process, when built by ``from_crawler``).
+    """A least-recently-used map of parsed origin states, with the turns of
+    paced origins (the whole process's, when built by ``from_crawler``).
 
-    Bounded twice, whichever is reached first evicting the least recently
-    used origin: ``ROBOTSTXT_MAX_ORIGINS`` origins (default 100,000) and
-    ``ROBOTSTXT_MAX_ORIGINS_MB`` megabytes of parsed rules (default 512,
-    what 100,000 typical origins need; a site's 480 KiB robots.txt counts
-    for what it holds). Only what a decision needs is kept, not the text.
-    An origin whose fetch is running is safe from eviction: the middleware
-    holds the state it refreshes, and stores the new one when it comes.
+    It holds at most ``ROBOTSTXT_MAX_ORIGINS`` origins (default 100,000) and
+    ``ROBOTSTXT_MAX_ORIGINS_MB`` of rules (default 512). Evicting an origin
+    being fetched is harmless: the middleware holds its state and stores the new one.
     """
 
     def __init__(self, max_origins: int, max_bytes: int = 512 * 2**20, turns: Turns | None = None) -> None:
@@ -36,7 +32,7 @@ class MemoryStore:
         self._max_origins = max(1, max_origins)
         self._max_bytes = max_bytes
         self._turns = turns or Turns(max_origins)
-        self.nbytes = 0  # the bytes the states held are reckoned to take
+        self.nbytes = 0  # estimated size of the states held
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -79,8 +75,7 @@ class MemoryStore:
         return self._turns.next_start(origin)
 
     def reserved_until(self, origin: str, next_start: float) -> None:
-        """Let the next turn here start no earlier than *next_start* (a
-        shared store notes its reservations, to pace alone from them)."""
+        """Start no turn here before *next_start*: a shared store's reservation, kept to pace alone from."""
         self._turns.reserved_until(origin, next_start)
 
     def __len__(self) -> int:

@@ -1,5 +1,4 @@
-"""The Redis store: robots.txt state and Crawl-delay turns shared by the
-workers of a distributed crawl."""
+"""The Redis store: robots.txt state and Crawl-delay turns shared by the workers of a crawl."""
 
 from __future__ import annotations
 
@@ -39,55 +38,48 @@ logger = logging.getLogger(__name__)
 # Stored outcome -> (has rules, unavailable).
 OUTCOMES = {b"rules": (True, False), b"unrestricted": (False, False), b"unavailable": (False, True)}
 
-# A stored number is read only when written as ours are, in decimal: Lua's
-# tonumber() takes "0x6b0787" where Python's float() takes "1_000", and the
-# two sides must agree on what a value means.
+# Numbers are read only in plain decimal, as we write them, so that Python and
+# Lua agree on every value (Lua's tonumber() takes "0x6b", float() "1_000").
 _DECIMAL = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?")
 
 
 class RedisStore:
-    """Shares per-origin state among the workers of a crawl through Redis
-    (``ROBOTSTXT_REDIS_URL``, else scrapy-redis's ``REDIS_URL``, else
+    """Shares per-origin state among the workers of a crawl through one Redis
+    server (``ROBOTSTXT_REDIS_URL``, else scrapy-redis's ``REDIS_URL``, else
     ``REDIS_HOST``/``REDIS_PORT``).
 
-    Each origin is a hash of its outcome (``rules``, ``unrestricted`` or
-    ``unavailable``), the raw robots.txt body and when it expires; Redis drops
-    it by itself some time after that. A short-lived lock lets one worker
-    fetch while the others wait for what it stores, and a per-origin "next
-    start" time paces Crawl-delay across workers. An origin's keys carry it
-    as a hash tag (``robotstxt:{https://example.com:443}:state``), so that
-    they share one Redis Cluster slot (the store itself talks to one Redis
-    server, as scrapy-redis does). Every worker keeps a local
-    :class:`MemoryStore` in front, so Redis is asked once per origin and
-    period; when Redis fails the worker warns and goes on with that local
-    store alone, retrying Redis after ``RETRY_SECONDS``.
+    Per origin, Redis holds a hash of the outcome (``rules``, ``unrestricted``
+    or ``unavailable``), the raw robots.txt body and the expiry (Redis drops
+    it some time after); a short-lived lock, so that one worker fetches while
+    the others wait; and the next start that paces the Crawl-delay across
+    workers. The keys carry the origin as a hash tag
+    (``robotstxt:{https://example.com:443}:state``) to share a Cluster slot.
+    A local :class:`MemoryStore` in front asks Redis once per origin and
+    period; when Redis fails, the worker warns, goes on with it alone and
+    retries after ``RETRY_SECONDS``.
 
-    Redis is never awaited on the reactor thread: with ``redis.asyncio``
-    when an asyncio loop runs the crawl (Scrapy's default asyncio reactor,
-    or no reactor), else with the blocking client in a small thread pool of
-    the store's own. A value read back that makes no sense is ignored, with
-    one WARNING per origin and problem. Calls slower than
-    ``ROBOTSTXT_REDIS_SLOW_SECONDS`` (default 0.1), three in a row, get one
-    WARNING per crawl: every new or paced origin waits for Redis.
+    Redis is never awaited on the reactor thread: ``redis.asyncio`` runs under
+    an asyncio loop, else the blocking client in the store's own threads. A
+    value read back that makes no sense is ignored, with one WARNING per
+    origin and problem. Three calls in a row slower than
+    ``ROBOTSTXT_REDIS_SLOW_SECONDS`` (default 0.1) get one WARNING per crawl:
+    every new or paced origin waits for Redis.
     """
 
     RETRY_SECONDS = 5.0
-    #: The longest close waits for the calls and fetch locks under way (a
-    #: fetch that the close ended releases its lock within a turn or two).
+    #: The longest close waits for calls and fetch locks under way (an ended fetch lets go in a turn or two).
     CLOSE_SECONDS = 3.0
     #: Threads of the pool that runs the blocking client (other reactors).
     THREADS = 8
     #: Reservations tried before a late one is returned all the same.
     RESERVE_ATTEMPTS = 5
-    #: Connections opened at once before the crawl starts (script uploads
-    #: and clock readings).
+    #: Connections opened before the crawl starts, by script uploads and clock readings.
     WARM_CONNECTIONS = 8
     #: At most this many readings of Redis's clock before the first reservation.
     CLOCK_READINGS = 5
-    #: Redis is slow when this many calls, each made after the last one
-    #: ended, took longer than ``ROBOTSTXT_REDIS_SLOW_SECONDS``.
+    #: Redis is slow when this many calls in a row took over ``ROBOTSTXT_REDIS_SLOW_SECONDS``.
     SLOW_IN_A_ROW = 3
-    #: Origins whose unreadable values were reported (bounds that memory).
+    #: At most this many (origin, problem) pairs are remembered as warned of.
     WARNED_ORIGINS = 10_000
 
     def __init__(
@@ -100,10 +92,7 @@ class RedisStore:
         slow_seconds: float = 0.1,
         agent: str = "Scrapy",
     ) -> None:
-        """*client* is a ``redis.asyncio.Redis`` (awaited on the asyncio
-        loop) or a ``redis.Redis`` (run in the store's threads); *max_age*
-        is the longest lifetime of a state that is believed; *agent* the
-        robot whose rules a body read back is parsed for."""
+        """*max_age*: the longest believable lifetime of a state; *agent*: the robot bodies are parsed for."""
         import redis
         import redis.asyncio
 
@@ -120,20 +109,17 @@ class RedisStore:
         self._round_trip = 0.0  # smoothed duration of a call, seconds
         self._clock = RedisClock()
         self._clock_known = False
-        self._slow_in_a_row = 0  # slow calls, each made after the last ended
-        self._slow_until = 0.0  # when the last of them ended
+        self._slow_in_a_row = 0
+        self._slow_until = 0.0  # when the last slow call ended
         self._warned_slow = False
         self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
-        # Origin -> (spacing, callers) of the turns the next call for it
-        # reserves, and the origins with a call under way.
+        # Origin -> (spacing, callers) of the turns its next call reserves; origins with a call under way.
         self._queued: dict[str, tuple[float, list[Deferred[float]]]] = {}
         self._reserving: set[str] = set()
-        # Calls under way, and fetch locks Redis gave this worker that no
-        # set or release ended yet: close waits for them, so that the
-        # connections do not go first (the middleware waits for no write).
+        # Calls and fetch locks under way: close waits for them (the middleware awaits no write), then closes.
         self._under_way = _UnderWay()
         self._held: set[str] = set()
-        self._token = uuid.uuid4().hex  # the value of this worker's fetch locks
+        self._token = uuid.uuid4().hex  # in this worker's fetch locks: release drops only its own
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -155,10 +141,8 @@ class RedisStore:
         return store
 
     async def warm_up(self) -> None:
-        """Before the first request: load the scripts, open a few
-        connections and read Redis's clock, so that the first origins wait
-        one round trip per call, not for uploads, connection handshakes and
-        clock readings too (with Redis 50 ms away, half a second)."""
+        """Load the scripts, open connections and read Redis's clock before the first request, so that
+        the first origins wait one round trip per call, not for uploads, handshakes and clock readings."""
         calls = [self._load(source) for source in SCRIPTS.values()]
         calls += [self._read_clock_once() for _ in range(self.WARM_CONNECTIONS - len(calls))]
         loaded = await maybe_deferred_to_future(DeferredList(list(map(deferred_from_coro, calls))))
@@ -166,8 +150,7 @@ class RedisStore:
             await self._know_clock()
 
     async def _load(self, script: str) -> bool:
-        """Upload a script (else its first call does); False if Redis fails
-        (the first call warns)."""
+        """Upload *script* ahead of its first call; False if Redis fails (that call warns)."""
         try:
             await self._redis.load_script(script)
         except self._errors:
@@ -203,14 +186,10 @@ class RedisStore:
         return self._ending_claim(origin, lambda: self._run("release", [self._key(origin, "fetching")], [self._token]))
 
     async def close(self) -> None:
-        """Release the connections (and threads) when the engine stops, once
-        the calls under way are done and the fetch locks held are let go:
-        a write made as the spider closed may not have reached Redis yet
-        (Scrapy 2.13 starts it a loop turn later), or not be made yet (under
-        a non-asyncio reactor, a fetch ended by the close resumes after
-        engine_stopped was sent, so a turn goes first; a claim granted as
-        the spider closed is released after it). At most CLOSE_SECONDS: a
-        lock held longer expires on its own."""
+        """Close the connections (and threads) once the calls and fetch locks under way end, for at most
+        CLOSE_SECONDS (a lock held longer expires on its own). Writes made as the spider closed may come late:
+        Scrapy 2.13 starts one a loop turn later, and under a non-asyncio reactor a fetch ended by the close
+        resumes (and releases a claim granted then) after engine_stopped, hence a turn first."""
         await loop.sleep(0)
         with suppress(defer.TimeoutError):
             await maybe_deferred_to_future(self._under_way.done().addTimeout(self.CLOSE_SECONDS, loop.clock()))
@@ -223,17 +202,16 @@ class RedisStore:
         await self._redis.close()
 
     def _written(self, write: Coroutine[Any, Any, Any]) -> Deferred[None]:
-        """Start *write*, and have close wait for it. The caller's Deferred
-        cancels the write (a timeout) but does not hold close's."""
+        """Start *write* and have close wait for it; cancelling the answer (a timeout) cancels the
+        write, and close waits for the write, not the answer."""
         self._under_way.begin()
         started: Deferred[Any] = deferred_from_coro(write)
         started.addBoth(self._under_way.end)
         answer: Deferred[None] = Deferred(lambda _: started.cancel())
 
         def relay(result: Any) -> None:
-            # Cancelled, the answer has failed already (CancelledError), and
-            # the write may end later (a task on the asyncio loop ends a
-            # turn after its cancellation): that end is nobody's business.
+            # Once cancelled, the answer has failed already; the write may still end
+            # a turn later (an asyncio task does), and that end is ignored.
             if not answer.called:
                 answer.callback(result)
 
@@ -241,9 +219,8 @@ class RedisStore:
         return answer
 
     def _ending_claim(self, origin: str, write: Callable[[], Coroutine[Any, Any, Any]]) -> MaybeAwaitable[None]:
-        """Start *write* (unless Redis is down), which ends this worker's
-        claim of *origin*; only then is the lock held for it let go, so that
-        a close waiting for the lock waits for the write too."""
+        """Start *write* (unless Redis is down), which ends this worker's claim
+        of *origin*, then let the lock go: a close waiting for it waits for both."""
         try:
             return None if self._down() else self._written(write())
         finally:
@@ -283,8 +260,7 @@ class RedisStore:
         return state
 
     async def _set_shared(self, origin: str, state: OriginState, body: bytes | None) -> None:
-        # Kept past expiry, so that workers refresh while deciding by it; a
-        # nonsensical expiry is kept no longer than a believable one.
+        # Kept past expiry so workers decide by it while refreshing; a nonsense expiry no longer than a sane one.
         ttl = math.ceil(min(max(1.0, state.expires_at - time.time()), self._max_age) * 2)
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]
         if body is None:
@@ -297,8 +273,7 @@ class RedisStore:
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]
         sent = time.time()
         args = [repr(sent), max(1, int(seconds * 1000)), repr(self._max_age), MAX_BYTES, self._token]
-        # Under way from the call to the lock held (or refused): between the
-        # two, a close resumed at once (non-asyncio reactors) saw nothing.
+        # Under way until the lock is held or refused: a close resuming in between (non-asyncio) waits.
         self._under_way.begin()
         held = False
         try:
@@ -318,9 +293,8 @@ class RedisStore:
                 self._under_way.end()
 
     async def _reserve_shared(self, origin: str, spacing: float) -> float:
-        """A turn from Redis. Turns asked for at once are reserved together,
-        one call per origin at a time: a burst of an origin's requests (a
-        page's links) costs a round trip or two, not a connection each."""
+        """A turn from Redis. Turns asked for at once are reserved together, one call per origin at a
+        time: a burst of an origin's requests costs a round trip or two, not a connection each."""
         turn: Deferred[float] = Deferred()
         queued_spacing, turns = self._queued.get(origin, (spacing, []))
         turns.append(turn)
@@ -331,7 +305,6 @@ class RedisStore:
         return await maybe_deferred_to_future(turn)
 
     async def _reserve_queued(self, origin: str) -> None:
-        """Reserve the turns queued for *origin*, batch after batch, until none is left."""
         try:
             while origin in self._queued:
                 spacing, turns = self._queued.pop(origin)
@@ -354,8 +327,7 @@ class RedisStore:
             return self._local.reserve(origin, count * spacing)
         horizon = turns_horizon(spacing)
         for _ in range(self.RESERVE_ATTEMPTS):
-            # Ask for a start the answer can reach in time: its way back
-            # (half a round trip) with as much again to spare, plus 5 ms.
+            # Ask for a start the answer can reach in time: its way back (half a round trip), as much again, 5 ms.
             lead = min(self._round_trip + 0.005, 1.0)
             floor = self._local.next_start(origin)
             sent = time.time()
@@ -371,15 +343,13 @@ class RedisStore:
             self._local.reserved_until(origin, start + count * spacing)  # should Redis fail
             if start >= time.time() or count > 1:
                 break
-            # The answer came after the turn began: using it late would
-            # squeeze the next turn, so it is given up. (Of a batch, only
-            # the turns already begun are given up, by their callers.)
+            # Begun before the answer came: used late, it would squeeze the next
+            # turn, so it is given up (a batch's callers give up theirs).
         return start
 
     async def _know_clock(self) -> bool:
-        """Read Redis's clock (every answer of ``read`` and ``claim`` did
-        too) until readings stop getting better: the first ones may wait
-        for new connections. False if Redis fails."""
+        """Read Redis's clock until readings stop improving (the first ones may
+        wait for new connections); False if Redis fails."""
         for _ in range(self.CLOCK_READINGS):
             if self._clock.settled:
                 break
@@ -428,9 +398,8 @@ class RedisStore:
         return answer
 
     def _timed(self, began: float, ended: float) -> None:
-        """Track how long calls take; warn once when calls made one after
-        the other were all slow (a stall of this process slows the calls
-        it holds up, but not the ones made after it)."""
+        """Track call times; warn once when calls made one after the other were
+        all slow (a stall here slows the calls it holds up, not those after)."""
         seconds = ended - began
         self._round_trip = 0.8 * self._round_trip + 0.2 * seconds if self._round_trip else seconds
         if seconds <= self._slow_seconds:
@@ -451,8 +420,7 @@ class RedisStore:
             )
 
     def _unreadable(self, origin: str, kind: str, problem: str, local: OriginState | None) -> OriginState | None:
-        """Report a stored value that makes no sense (once per origin and
-        kind); the caller goes on as if it were absent, with *local*."""
+        """Warn of a stored value that makes no sense, once per origin and kind; return *local*."""
         if (origin, kind) not in self._warned:
             self._warned[origin, kind] = None
             if len(self._warned) > self.WARNED_ORIGINS:
@@ -486,8 +454,7 @@ class _UnderWay:
         """One thing ended (a Deferred's callback: *result* passes through)."""
         self._count -= 1
         if not self._count and self._waiting:
-            # A turn later, if nothing started meanwhile: the caller this end
-            # resumes may make its next call at once (a read, then a claim).
+            # A turn later, if nothing started: the caller this end resumes may call again (read, then claim).
             loop.call_later(0, self._settle)
         return result
 
@@ -500,7 +467,6 @@ class _UnderWay:
                 done.callback(None)
 
     def done(self) -> Deferred[None]:
-        """A Deferred that fires once nothing is under way."""
         done: Deferred[None] = Deferred()
         if self._count:
             self._waiting.append(done)

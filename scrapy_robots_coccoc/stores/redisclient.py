@@ -14,8 +14,7 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from twisted.internet.interfaces import IReactorFromThreads
 
-# Each script reads nothing it did not check: another version, a bug or a
-# hand in redis-cli may have left anything under our keys.
+# Helpers that check what a script reads: anything may be under our keys (another version, redis-cli).
 _HELPERS = {"read": ("fits",), "claim": ("number", "fits"), "reserve": ("number",)}
 _NAMES = ("read", "store", "keep", "claim", "reserve", "clock", "release")
 
@@ -46,9 +45,8 @@ class AsyncioRedis:
 
 
 class ThreadedRedis:
-    """The blocking client in threads of its own (not the reactor's pool,
-    which the default DNS resolver uses); answers come back as Deferreds on
-    the reactor thread."""
+    """The blocking client in threads of its own (the reactor's pool serves the default
+    DNS resolver); answers come back as Deferreds on the reactor thread."""
 
     def __init__(self, client: Any, threads: int) -> None:
         from twisted.internet import reactor
@@ -84,10 +82,8 @@ class ThreadedRedis:
 
 
 def redis_client(settings: BaseSettings) -> Any:
-    """A Redis client for the loop that runs this crawl, chosen at start-up:
-    ``redis.asyncio`` under an asyncio loop, else the blocking one (that
-    :class:`RedisStore` runs in threads); a clear error when neither can
-    work."""
+    """A Redis client for the crawl's loop: ``redis.asyncio`` under asyncio, else the blocking
+    one, run in the store's threads; a clear error if redis-py or the reactor is missing."""
     try:
         import redis
         import redis.asyncio
@@ -99,8 +95,7 @@ def redis_client(settings: BaseSettings) -> Any:
     options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
     url = settings.get("ROBOTSTXT_REDIS_URL") or settings.get("REDIS_URL")
     if url:
-        # The URL's options win over ours, but the store reads bytes: with
-        # decode_responses=True every read failed and nothing was shared.
+        # The URL's options win over ours, but the store reads bytes: decode_responses is forced off.
         pool = module.ConnectionPool.from_url(url, **options)
         pool.connection_kwargs["decode_responses"] = False
         return module.Redis.from_pool(pool)  # closed with the client

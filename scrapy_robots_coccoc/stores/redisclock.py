@@ -6,28 +6,24 @@ import math
 
 
 class RedisClock:
-    """How far Redis's clock is ahead of ours, read as NTP reads a server's.
+    """How far Redis's clock is ahead of ours, estimated as NTP does.
 
-    A reading (a call sent at *sent* whose answer says Redis's time) is off
-    by at most half its round trip. The best reading is kept, its bound
-    growing as the clocks may drift apart, and a new one replaces it only
-    when its bound is as tight: a reply that waited for a busy reactor, a
-    queue of calls or a new connection never moves the offset. Once a
-    turn has been timed by it, the offset in use follows the best reading
-    slowly (slews, as NTP does): a step would move every reserved start at
-    once and squeeze the gap between two turns.
+    A reading is off by at most half its round trip. The tightest is kept (its
+    bound growing with drift) and replaced only by one as tight, so a reply
+    delayed by a busy reactor, a queue or a new connection never moves the
+    offset. Once turns are timed by it, the offset slews rather than steps: a
+    step would move every reserved start at once and squeeze two turns together.
     """
 
     #: How fast two clocks may drift apart, seconds per second (100 ppm).
     DRIFT = 1e-4
     #: How fast the offset in use may move once turns use it, seconds per second.
     SLEW = 2e-3
-    #: A reading this much looser than the best (plus half a millisecond)
-    #: still counts as "as good": readings have reached their floor.
+    #: A reading this much looser than the best (plus 0.5 ms) shows readings have reached their floor.
     SETTLED = 1.2
 
     def __init__(self) -> None:
-        self._error = math.inf  # the best reading's bound when it was read
+        self._error = math.inf  # the best reading's bound, when read
         self._best = 0.0  # its offset
         self._read_at = 0.0
         self._offset = 0.0  # the offset in use
