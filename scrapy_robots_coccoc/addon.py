@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as StockRobotsTxtMiddleware
+from scrapy.utils.misc import load_object
 
 from ._crawl.compat import STOCK_ROBOTSTXT_MIDDLEWARE
 from .body import RobotsTxtBodyMiddleware
@@ -38,6 +39,10 @@ class Addon:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
 
+    def __repr__(self) -> str:
+        # Scrapy lists enabled add-ons by repr: the import path, as for other components.
+        return "scrapy_robots_coccoc.Addon"
+
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
@@ -51,10 +56,20 @@ class Addon:
         middlewares.pop(StockRobotsTxtMiddleware, None)
         middlewares[STOCK_ROBOTSTXT_MIDDLEWARE] = None
         settings.set(name, middlewares, priority=settings.getpriority(name) or 0)
-        settings.setdefault_in_component_priority_dict(name, RobotsTxtMiddleware, MIDDLEWARE_PRIORITY)
-        settings.setdefault_in_component_priority_dict(name, RobotsTxtBodyMiddleware, BODY_MIDDLEWARE_PRIORITY)
+        _setdefault(settings, name, RobotsTxtMiddleware, MIDDLEWARE_PRIORITY)
+        _setdefault(settings, name, RobotsTxtBodyMiddleware, BODY_MIDDLEWARE_PRIORITY)
         if not settings.getbool("ROBOTSTXT_OBEY"):
             logger.info(
                 "ROBOTSTXT_OBEY is False: scrapy_robots_coccoc.Addon leaves robots.txt unobeyed",
                 extra={"crawler": self.crawler},
             )
+
+
+def _setdefault(settings: BaseSettings, name: str, component: type, priority: int) -> None:
+    """Enable *component* by its public import path, unless the project names it already (by any path, or
+    ``None``): Scrapy's start-up lists then show it by name, like every other component."""
+    components = settings.getdict(name)
+    if any(load_object(key) is component for key in components):
+        return
+    components[f"scrapy_robots_coccoc.{component.__name__}"] = priority
+    settings.set(name, components, priority=settings.getpriority(name) or 0)

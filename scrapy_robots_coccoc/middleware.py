@@ -25,6 +25,7 @@ from ._crawl.fetcher import RobotsTxtFetcher
 from ._crawl.origins import InvalidOrigin, origin_of
 from ._crawl.pacing import CrawlDelays
 from ._crawl.parking import Parking, SpiderClosing
+from ._crawl.report import CrawlReport
 from ._crawl.storecalls import GuardedStore
 from .body import RobotsTxtBodyMiddleware
 from .exceptions import OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden, RobotsTxtOnly
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from typing_extensions import Self
 
+    from ._parser import RobotsTxt
     from .stores import OriginState, Store
 
 logger = logging.getLogger(__name__)
@@ -75,17 +77,6 @@ class RobotsTxtMiddleware:
             _settings.number(settings, "ROBOTSTXT_STORE_TIMEOUT", 10, positive=True),
             max_origins,
         )
-        self._origins = OriginCoordinator(
-            crawler,
-            guarded,
-            fetcher,
-            cache_seconds=_settings.number(settings, "ROBOTSTXT_CACHE_SECONDS", 86400),
-            unavailable_seconds=_settings.number(settings, "ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
-            # One hop's worst case: a crashed peer holds the others no longer
-            # (an hour at most, whatever DOWNLOAD_TIMEOUT and the retries say).
-            claim_seconds=min(settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (max_retries + 1) + 5, 3600.0),
-            max_origins=max_origins,
-        )
         concurrency = settings.getint("CONCURRENT_REQUESTS")
         max_parked = _settings.count(settings, "ROBOTSTXT_MAX_PARKED_REQUESTS", max(100, 10 * concurrency))
         self._parking = Parking(crawler, max_parked)
@@ -99,6 +90,19 @@ class RobotsTxtMiddleware:
             )
             if settings.getbool("ROBOTSTXT_CRAWL_DELAY_ENABLED", True)
             else None
+        )
+        self._report = CrawlReport(crawler, self._delays, max_origins)
+        self._origins = OriginCoordinator(
+            crawler,
+            guarded,
+            fetcher,
+            cache_seconds=_settings.number(settings, "ROBOTSTXT_CACHE_SECONDS", 86400),
+            unavailable_seconds=_settings.number(settings, "ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
+            # One hop's worst case: a crashed peer holds the others no longer
+            # (an hour at most, whatever DOWNLOAD_TIMEOUT and the retries say).
+            claim_seconds=min(settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (max_retries + 1) + 5, 3600.0),
+            max_origins=max_origins,
+            fetched=self._fetched,
         )
         # Requests returned to the scheduler when the spider closed.
         self._sent_back: WeakSet[Request] = WeakSet()
@@ -165,13 +169,16 @@ class RobotsTxtMiddleware:
             # scrapy shell): returned again, it would go round for ever.
             self._stats.inc_value("robotstxt/dropped_on_close")
             closing = RobotsTxtFault(f"spider closing: {request} not downloaded")
-            self._log_dropped(closing, request)
+            self._report.dropped(request, closing)
             raise closing from None
         except RobotsTxtFault as fault:
             # Counted per request, like forbidden and unavailable ones: the
             # fault itself is logged once per origin.
             self._stats.inc_value("robotstxt/fault/dropped")
-            self._log_dropped(fault, request)
+            self._report.dropped(request, fault)
+            raise
+        except (RobotsTxtForbidden, OriginUnavailable) as decided:
+            self._report.dropped(request, decided)
             raise
         return None
 
@@ -184,12 +191,10 @@ class RobotsTxtMiddleware:
         if self._delays is not None:
             self._delays.left(request)
 
-    def _log_dropped(self, fault: RobotsTxtFault, request: Request) -> None:
-        logger.debug(
-            "Dropped (%(fault)s): %(request)s",
-            {"fault": fault, "request": request},
-            extra={"spider": self.crawler.spider},
-        )
+    def _fetched(self, origin: str, robots: RobotsTxt) -> None:
+        """A robots.txt fetched here is a request to its site: the first page waits its Crawl-delay after it."""
+        if self._delays is not None:
+            self._delays.fetched(origin, robots, self._crawl_agent)
 
     def _origin_of(self, request: Request) -> str:
         try:
@@ -206,16 +211,13 @@ class RobotsTxtMiddleware:
         if robots is None:
             return
         user_agent = self._user_agent_of(request)
-        if not robots.allowed(request.url, user_agent):
+        self._report.rules_known(origin, robots, user_agent)
+        allowed = robots.allowed(request.url, user_agent)
+        self._report.decided(origin, request, allowed)
+        if not allowed:
             decision = robots.explain(request.url, user_agent)
-            reason = f"group {decision.agent!r}, {decision.rule}"
-            logger.debug(
-                "Forbidden by robots.txt (%(reason)s): %(request)s",
-                {"reason": reason, "request": request},
-                extra={"spider": self.crawler.spider},
-            )
             self._stats.inc_value("robotstxt/forbidden")
-            raise RobotsTxtForbidden(f"Forbidden by robots.txt ({reason})")
+            raise RobotsTxtForbidden(f"Forbidden by robots.txt (group {decision.agent!r}, {decision.rule})")
 
     def _user_agent_of(self, request: Request) -> str:
         agent = request.meta.get("robotstxt_user_agent") or self._user_agent

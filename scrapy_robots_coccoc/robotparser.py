@@ -29,8 +29,9 @@ class CocCocRobotParser(RobotParser):
         self.robots = RobotsTxt.parse(robotstxt_body)
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler, robotstxt_body: bytes) -> Self:
-        if compat.STOCK_MIDDLEWARE_SKIPS_WAITERS and crawler not in _warned:
+    def from_crawler(cls, crawler: Crawler | None, robotstxt_body: bytes) -> Self:
+        # No crawler: the parser used offline, as Scrapy's parser-interface tests do.
+        if crawler is not None and compat.STOCK_MIDDLEWARE_SKIPS_WAITERS and crawler not in _warned:
             _warned.add(crawler)
             logger.warning(
                 "Scrapy %s's own RobotsTxtMiddleware lets requests that wait for a robots.txt fetch through "

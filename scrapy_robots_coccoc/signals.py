@@ -7,3 +7,9 @@
 #: used it).
 #: :class:`~scrapy_robots_coccoc.RobotsSitemapMixin` crawls them.
 robotstxt_sitemaps_found = object()
+
+#: Sent for each request robots.txt ends without a download, with
+#: ``request``, ``kind`` (``"forbidden"``, ``"unavailable"`` or ``"fault"``)
+#: and ``reason`` (the :mod:`~scrapy_robots_coccoc.exceptions` instance the
+#: request fails with; a forbidden one names the group and the rule).
+robotstxt_request_dropped = object()

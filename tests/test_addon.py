@@ -101,3 +101,18 @@ def test_priorities_the_project_gave_are_kept_and_the_stock_middleware_is_disabl
         "scrapy_robots_coccoc.RobotsTxtBodyMiddleware": None,
     }
     assert settings.getpriority("ROBOTSTXT_OBEY") == 20  # the project's
+
+
+@pytest_twisted.ensureDeferred
+async def test_scrapys_start_up_lists_name_the_addon_and_our_middlewares(sites, caplog):
+    """Issue 27, finding 8: the log read ``Enabled addons: [<scrapy_robots_coccoc.addon.Addon object at
+    0x7f…>]``, and our middlewares were listed as ``<class '…'>`` unlike every other entry."""
+    (site,) = sites(shop())
+    caplog.set_level(logging.INFO, logger="scrapy")
+    await crawl(ADDONS, urls=[site.url("/")])
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "[scrapy_robots_coccoc.Addon]" in logged
+    assert "'scrapy_robots_coccoc.RobotsTxtMiddleware'" in logged
+    assert "'scrapy_robots_coccoc.RobotsTxtBodyMiddleware'" in logged
+    assert "<class 'scrapy_robots_coccoc" not in logged
+    assert " object at 0x" not in logged

@@ -161,3 +161,28 @@ def test_line_numbers_across_merged_groups_and_agent_comments():
     assert robots.explain("/a/open/1", WEB).rule == (True, "/a/open", 9)
     assert robots.explain("/c/d.pdf", WEB).rule == (False, "/*.pdf$", 10)
     assert robots.explain("/b", "other").rule == (False, "/b", 6)
+
+
+@pytest.mark.parametrize(
+    ("value", "robot"),
+    [
+        ("UnicödeBöt", "UnicödeBöt"),
+        ("UnicödeBöt", "unicödeböt"),
+        ("unicödeböt", "UNICÖDEBÖT"),
+        ("Jävla-Foobot", "Jävla-Foobot"),
+        ("Jävla-Foobot", "Mozilla/5.0 (compatible; Jävla-Foobot/1.0)"),
+    ],
+)
+def test_a_value_in_any_script_applies_to_the_robot_of_that_name(value, robot):
+    """Issue 27, finding 10: a value that is not plain ASCII matched no robot
+    at all, not even the robot of exactly that name (Protego and CPython's
+    robotparser apply it): the robot's name was cut at its first non-ASCII
+    character."""
+    robots = RobotsTxt.parse(f"User-agent: {value}\nDisallow: /mine\n\nUser-agent: *\nDisallow: /other\n".encode())
+    assert not robots.allowed("/mine", robot)
+    assert robots.allowed("/other", robot), "the '*' group applies only when no other group matches"
+
+
+def test_a_value_in_any_script_is_matched_whole():
+    robots = RobotsTxt.parse("User-agent: Jävla\nDisallow: /\n".encode())
+    assert robots.allowed("/page", "Jävla-Foobot")

@@ -24,9 +24,12 @@ from .origins import robots_url
 from .parking import SpiderClosing
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request
     from scrapy.crawler import Crawler
 
+    from .._parser import RobotsTxt
     from .fetcher import FetchOutcome, RobotsTxtFetcher
     from .storecalls import GuardedStore
 
@@ -52,6 +55,7 @@ class OriginCoordinator:
         unavailable_seconds: float,
         claim_seconds: float,
         max_origins: int,
+        fetched: Callable[[str, RobotsTxt], object] | None = None,
     ) -> None:
         self._crawler = crawler
         self._stats = crawler.stats
@@ -62,6 +66,7 @@ class OriginCoordinator:
         # How long peers wait for the worker that fetches: then its claim expires and they fetch.
         self._claim_seconds = claim_seconds
         self._max_origins = max(1, max_origins)
+        self._fetched = fetched  # told of each robots.txt fetched here, before its waiters go on
         # Origin -> the waiters of its fetch; an origin is here exactly while its fetch runs.
         self._waiters: dict[str, list[Deferred[OriginState]]] = {}
         self._refreshing: dict[str, OriginState] = {}  # origin -> the stale state being refreshed
@@ -197,6 +202,8 @@ class OriginCoordinator:
                 # Nothing learnt: a peer may fetch the origin now, not when the claim expires.
                 self._store.release_later(origin)
         if isinstance(outcome, Rules):
+            if self._fetched is not None:
+                self._fetched(origin, outcome.robots)
             await self._parsed(origin, outcome, request)
         self._announce(origin, state, request)
         return state

@@ -244,20 +244,34 @@ class CrawlDelays:
         return start
 
     def _announce(self, origin: str, written: float, delay: float) -> None:
-        if origin not in self._announced and delay:
+        """Count a newly paced origin; log a delay that a refresh changed (the first is in the origin's line)."""
+        known = origin in self._announced
+        if not known and delay:
             self._crawler.stats.inc_value("robotstxt/crawl_delay/sites")
         self._announced[origin] = delay
         self._announced.move_to_end(origin)
         while len(self._announced) > self._max_origins:
             self._announced.popitem(last=False)
-        capped = " (capped by ROBOTSTXT_MAX_CRAWL_DELAY)" if written > self._max_delay else ""
-        logger.info(
-            "Crawl-delay of %s: requests start at least %s s apart%s",
-            origin,
-            delay,
-            capped,
-            extra={"spider": self._crawler.spider},
-        )
+        if known:
+            logger.info(
+                "Crawl-delay of %s is now %s",
+                origin,
+                self.describe(written, delay),
+                extra={"spider": self._crawler.spider},
+            )
+
+    def describe(self, written: float, delay: float) -> str:
+        """The delay enforced, for a log line: "none", or seconds and the cap that set them."""
+        if not delay:
+            return "none"
+        capped = f" (asked {written} s, capped by ROBOTSTXT_MAX_CRAWL_DELAY)" if written > self._max_delay else ""
+        return f"{delay} s{capped}"
+
+    def fetched(self, origin: str, robots: RobotsTxt, agent: str) -> None:
+        """Count the robots.txt request as the origin's last: its first page waits a full delay after it."""
+        delay = self.delay_for(robots, agent)[1]
+        if delay:
+            self._reserve(origin, delay * (1 + self.GRACE))
 
 
 def _look_again(result: object, timeout: float) -> None:

@@ -283,6 +283,10 @@ class RuleSet:
         self._bloom = _bloom(keys) if len(keys) <= _BLOOM_KEYS else _ALL_BITS
         self._hashes = array("q", sorted(keys)) if len(rules) > _INDEXED_CHARS else None
 
+    def rule_count(self) -> int:
+        """The number of rules that can match a path (an empty ``Disallow:`` is none)."""
+        return sum(1 for line in self._rules.split("\n") if line)
+
     def __getstate__(self) -> dict[str, object]:
         # String hashes differ from process to process: the index is rebuilt.
         derived = ("_bloom", "_hashes", "_lengths", "_wildcards")

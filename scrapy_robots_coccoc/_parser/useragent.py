@@ -6,8 +6,8 @@ import re
 from functools import lru_cache
 from typing import cast
 
-# RFC 9110 §5.6.2 token characters: what a product token is made of.
-_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+# RFC 9110 §5.6.2 token characters, and any non-ASCII character: a robot may be named in any script.
+_TOKEN = r"(?:[!#$%&'*+.^_`|~0-9A-Za-z-]|[^\x00-\x7f])+"
 _COMPATIBLE = re.compile(r"\(\s*compatible\s*;\s*(" + _TOKEN + ")", re.IGNORECASE)
 _FIRST_TOKEN = re.compile(_TOKEN)
 # RFC 9309 §2.2.1: the product token ends at white space, "/", "(", and ";" or "," (several robots on a line).
@@ -47,7 +47,7 @@ def _key_of_word(word: bytes) -> str:
 
 
 def _key(word: bytes) -> str:
-    text = word.decode("utf-8", "replace").lower()
+    text = word.decode("utf-8", "replace").casefold()
     if text == "*":
         return text
     prefix = _PREFIX_WORD.fullmatch(text)
@@ -56,10 +56,10 @@ def _key(word: bytes) -> str:
 
 @lru_cache(maxsize=256)
 def robot_name(user_agent: str) -> str:
-    """Return the robot's name in lower case: the product token of the first ``(compatible; name/…)`` comment,
+    """Return the robot's name, case-folded: the product token of the first ``(compatible; name/…)`` comment,
     wherever it stands (Googlebot's smartphone header puts it last), else the header's first product token."""
     found = _COMPATIBLE.search(user_agent)
     if found:
-        return found[1].lower()
+        return found[1].casefold()
     first = _FIRST_TOKEN.search(user_agent)
-    return first[0].lower() if first else ""
+    return first[0].casefold() if first else ""
