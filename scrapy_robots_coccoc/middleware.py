@@ -129,11 +129,20 @@ class RobotsTxtMiddleware:
         position = next((i for i, name in enumerate(names) if name in (body, public)), None)
         compression = names.index(COMPRESSION_MIDDLEWARE) if COMPRESSION_MIDDLEWARE in names else -1
         if position is None or position < compression:
+            project = crawler.settings.getdict("DOWNLOADER_MIDDLEWARES")
+            disabled = any(
+                value is None and load_object(key) is RobotsTxtBodyMiddleware for key, value in project.items()
+            )
+            advice = (
+                "The project disables it (None in DOWNLOADER_MIDDLEWARES); remove that entry"
+                if disabled
+                else f"Add DOWNLOADER_MIDDLEWARES[{public!r}] = 595, or enable scrapy_robots_coccoc.Addon"
+            )
             logger.warning(
                 "%s is not enabled above HttpCompressionMiddleware (590): robots.txt bodies are bounded only by "
-                "DOWNLOAD_MAXSIZE. Add DOWNLOADER_MIDDLEWARES[%r] = 595, or enable scrapy_robots_coccoc.Addon.",
+                "DOWNLOAD_MAXSIZE. %s.",
                 public,
-                public,
+                advice,
             )
             return False
         return True

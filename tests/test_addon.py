@@ -116,3 +116,25 @@ async def test_scrapys_start_up_lists_name_the_addon_and_our_middlewares(sites, 
     assert "'scrapy_robots_coccoc.RobotsTxtBodyMiddleware'" in logged
     assert "<class 'scrapy_robots_coccoc" not in logged
     assert " object at 0x" not in logged
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_disabled_body_middleware_is_reported_without_advice_to_enable_the_enabled_addon(sites, caplog):
+    """Issue 27, finding 8: with the add-on on and ``RobotsTxtBodyMiddleware: None`` the warning advised
+    enabling the add-on that was enabled."""
+    (site,) = sites(shop())
+    settings = {**ADDONS, "DOWNLOADER_MIDDLEWARES": {"scrapy_robots_coccoc.RobotsTxtBodyMiddleware": None}}
+    await crawl(settings, urls=[site.url("/")])
+    (warning,) = [r.getMessage() for r in caplog.records if "bounded only by" in r.getMessage()]
+    assert "The project disables it (None in DOWNLOADER_MIDDLEWARES); remove that entry." in warning
+    assert "enable scrapy_robots_coccoc.Addon" not in warning
+
+    caplog.clear()
+    by_hand = {
+        "ROBOTSTXT_OBEY": True,
+        "TELNETCONSOLE_ENABLED": False,
+        "DOWNLOADER_MIDDLEWARES": {StockRobotsTxtMiddleware: None, RobotsTxtMiddleware: 100},
+    }
+    await crawl(by_hand, urls=[site.url("/")])
+    (warning,) = [r.getMessage() for r in caplog.records if "bounded only by" in r.getMessage()]
+    assert "Add DOWNLOADER_MIDDLEWARES['scrapy_robots_coccoc.RobotsTxtBodyMiddleware'] = 595" in warning

@@ -137,3 +137,27 @@ async def test_the_first_page_waits_the_crawl_delay_after_the_robotstxt_request(
     (first,) = site.requests_for("/")
     assert first - fetched >= 0.57, first - fetched
     assert min(site.gaps()) >= 0.57
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_failed_fetch_is_one_readable_line_in_the_log(caplog):
+    """Issue 27, finding 8: an https URL of a plain-HTTP site logged
+    ``DownloadFailedError: [<twisted.python.failure.Failure OpenSSL.SSL.Error:
+    [('SSL routines', '', 'wrong version number')]>]``."""
+    from twisted.internet import protocol, reactor
+
+    class PlainAnswer(protocol.Protocol):
+        def connectionMade(self):
+            self.transport.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            self.transport.loseConnection()
+
+    port = reactor.listenTCP(0, protocol.Factory.forProtocol(PlainAnswer), interface="127.0.0.40")
+    caplog.set_level(logging.INFO, logger="scrapy_robots_coccoc")
+    https = f"https://127.0.0.40:{port.getHost().port}/"
+    try:
+        await crawl({"ROBOTSTXT_MAX_RETRIES": 0}, urls=[https], follow=False)
+    finally:
+        await port.stopListening()
+    (warning,) = [line for line in messages(caplog, logging.WARNING) if line.startswith("robots.txt of https://")]
+    assert "Failure" not in warning and "<" not in warning, warning
+    assert "wrong version number" in warning, warning

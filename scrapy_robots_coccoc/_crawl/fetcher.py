@@ -128,8 +128,28 @@ FetchOutcome = Rules | Unrestricted | NoAnswer | LocalFault
 
 
 def describe(exc: BaseException) -> str:
-    text = str(exc).strip() or "no details"
-    return f"{type(exc).__name__}: {text}"
+    """*exc* in one readable line: the errors a Twisted wrapper holds, not the repr of their Failures."""
+    wrapped = _wrapped(exc)
+    if wrapped:
+        return f"{type(exc).__name__}: {'; '.join(map(describe, wrapped))}"
+    return f"{type(exc).__name__}: {_text(exc)}"
+
+
+def _wrapped(exc: BaseException) -> list[BaseException]:
+    """The errors held by a Twisted ``ResponseFailed`` (or by the one Scrapy 2.14+ re-raised as another)."""
+    for holder in (exc, exc.__cause__):
+        reasons = getattr(holder, "reasons", None)
+        if isinstance(reasons, list):
+            return [reason.value for reason in reasons if isinstance(getattr(reason, "value", None), BaseException)]
+    return []
+
+
+def _text(exc: BaseException) -> str:
+    queue = exc.args[0] if len(exc.args) == 1 else None
+    if isinstance(queue, list) and queue and all(isinstance(entry, tuple) and entry for entry in queue):
+        # OpenSSL's error queue: (library, function, reason) tuples.
+        return ", ".join(str(entry[-1]) for entry in queue)
+    return str(exc).strip() or "no details"
 
 
 def is_local(exc: BaseException) -> bool:
