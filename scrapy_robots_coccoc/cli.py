@@ -1,7 +1,8 @@
 """``python -m scrapy_robots_coccoc``: check URLs against a robots.txt as the
 middleware would, and say which group and rule decided. Runs without Scrapy.
 
-Exit codes: 0 all allowed, 1 some disallowed, 2 bad arguments, 3 unreadable.
+Exit codes: 0 all allowed, 1 some disallowed, 2 bad arguments, 3 no robots.txt
+to go by (unreadable, or not a robots.txt).
 """
 
 from __future__ import annotations
@@ -14,25 +15,40 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from http.client import HTTPException, HTTPMessage, HTTPResponse
 from typing import IO, TextIO
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from . import __version__
-from ._parser import MAX_BYTES, Decision, RobotsTxt
+from ._parser import MAX_BYTES, Decision, RequestRate, RobotsTxt
 from ._parser.body import MAX_DOWNLOAD_BYTES, complete_lines, decoded, encodings_of
+from ._parser.lexer import MEMBER_FIELDS, field_line
 from ._parser.useragent import robot_name
 
 EXIT_ALLOWED, EXIT_DISALLOWED, EXIT_USAGE, EXIT_UNREADABLE = 0, 1, 2, 3
 DEFAULT_AGENT = "coccocbot-web"
 FETCH_TIMEOUT = 10
 HTTP_SCHEMES = ("http://", "https://")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+#: ROBOTSTXT_MAX_CRAWL_DELAY's default; shorter delays than MIN_DELAY are not paced (as in _crawl/pacing.py).
+MAX_CRAWL_DELAY = 10.0
+MIN_DELAY = 0.01
 # What no request line can carry.
 _UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")
 # A URL's scheme: two characters at least, so that C:\robots.txt stays a file.
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]+:", re.IGNORECASE)
 # What a terminal may take for a command (cursor moves, a new title).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# A line the parser reads as a field (any case, a misspelt Disallow, no colon before a one-word value).
+_FIELD = re.compile(
+    field_line(b"|".join([rb"user[- ]?agent", rb"site-?map", *(re.escape(f) for f in MEMBER_FIELDS if f.islower())]))
+)
+# A line that is neither blank nor a comment: a body of such lines only is an empty robots.txt.
+_CONTENT = re.compile(rb"^[ \t\x0b\x0c]*[^\s#]", re.MULTILINE)
+# A web page or an XML document rather than a robots.txt, after any BOM and white space.
+_MARKUP = re.compile(rb"(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html|head|body|(\?xml))[\s>]", re.IGNORECASE)
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
 class Unreadable(Exception):
@@ -45,16 +61,16 @@ def is_other_url(argument: str) -> bool:
     return bool(_SCHEME.match(argument)) and not argument.lower().startswith(HTTP_SCHEMES)
 
 
-def read_robots(source: str) -> tuple[bytes, str]:
-    """The robots.txt body from a file, ``-`` (stdin) or a URL, and where it came
-    from; one byte more than the parser reads, so that the report tells a cut."""
+def read_robots(source: str) -> tuple[bytes, str, str]:
+    """The robots.txt body from a file, ``-`` (stdin) or a URL, where it came from and its
+    Content-Type if fetched; one byte more than the parser reads, so that the report tells a cut."""
     if source == "-":
-        return read_bounded(sys.stdin.buffer), "stdin"
+        return read_bounded(sys.stdin.buffer), "stdin", ""
     if source.lower().startswith(HTTP_SCHEMES):
         return fetch(source)
     try:
         with open(source, "rb") as file:
-            return read_bounded(file), source
+            return read_bounded(file), source, ""
     except OSError as exc:
         raise Unreadable(f"cannot read {source}: {exc.strerror or exc}") from exc
 
@@ -96,10 +112,10 @@ def requestable(url: str) -> bool:
     return bool(parts.hostname) and port != 0 and parts.username is None
 
 
-def fetch(url: str) -> tuple[bytes, str]:
+def fetch(url: str) -> tuple[bytes, str, str]:
     """GET a robots.txt as the middleware reads it: 200 gives rules, another answer unrestricted access,
     and no HTTP answer within ``FETCH_TIMEOUT`` seconds in all, however slowly the site sends, is an error."""
-    outcome: list[tuple[bytes, str] | Unreadable] = []
+    outcome: list[tuple[bytes, str, str] | Unreadable] = []
 
     def run() -> None:
         try:
@@ -119,13 +135,13 @@ def fetch(url: str) -> tuple[bytes, str]:
     return outcome[0]
 
 
-def _get(url: str) -> tuple[bytes, str]:
+def _get(url: str) -> tuple[bytes, str, str]:
     opener = urllib.request.build_opener(FiveRedirects)
     try:
         request = urllib.request.Request(url, headers={"User-Agent": f"{DEFAULT_AGENT} (robots.txt checker)"})
         with opener.open(request, timeout=FETCH_TIMEOUT) as response:
             if response.status != 200:
-                return b"", f"{response.url} (HTTP {response.status}: everything allowed)"
+                return b"", f"{response.url} (HTTP {response.status}: everything allowed)", ""
             # As the middleware, a compressed body is inflated no further than the parser reads.
             headers = response.headers.get_all("Content-Encoding", [])
             encodings = encodings_of(value.encode("latin-1") for value in headers)
@@ -136,12 +152,13 @@ def _get(url: str) -> tuple[bytes, str]:
             text = decoded(body, encodings)
             named = b", ".join(encodings)[:100].decode("latin-1")
             if text is None:
-                return b"", f"{response.url} (HTTP 200, unreadable Content-Encoding {named!r}: everything allowed)"
+                return b"", f"{response.url} (HTTP 200, unreadable Content-Encoding {named!r}: everything allowed)", ""
             # Broken off mid-way: as for the middleware, its complete lines count.
             text = complete_lines(text, cut=True) if broken else text
-            return text, f"{response.url} (HTTP 200{', ' + named if named else ''})"
+            content_type = response.headers.get("Content-Type", "")
+            return text, f"{response.url} (HTTP 200{', ' + named if named else ''})", content_type
     except urllib.error.HTTPError as exc:
-        return b"", f"{url} (HTTP {exc.code}: everything allowed)"
+        return b"", f"{url} (HTTP {exc.code}: everything allowed)", ""
     except (urllib.error.URLError, OSError, HTTPException, ValueError) as exc:
         # No answer, not HTTP, broken off, or a URL that cannot be requested (``http://[::1/``).
         reason = getattr(exc, "reason", None) or exc
@@ -169,6 +186,53 @@ def read_body(stream: HTTPResponse, limit: int) -> tuple[bytes, bool]:
     return b"".join(chunks), False
 
 
+def site_robots_url(url: str) -> str | None:
+    """For an http(s) URL of a page (its file name is not robots.txt), the URL of its site's ``/robots.txt``;
+    None for a robots.txt URL, anything else, or a URL that cannot be split (fetched as given, to fail there)."""
+    if not url.lower().startswith(HTTP_SCHEMES):
+        return None
+    try:
+        path = urlsplit(url).path
+        robots_url = urljoin(url, "/robots.txt")
+    except ValueError:
+        return None
+    return None if path.rpartition("/")[2].lower() == "robots.txt" else robots_url
+
+
+def names_site_only(url: str) -> bool:
+    """Whether *url* is a site and nothing more (``https://site.vn``, ``https://site.vn/``)."""
+    parts = urlsplit(url)
+    return parts.path in ("", "/") and not parts.query
+
+
+def origin_of(url: str) -> str | None:
+    """``scheme://host:port`` of an http(s) URL, as the middleware keys robots.txt; None for a path."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), parts.hostname
+    if scheme not in DEFAULT_PORTS or not host:
+        return None
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port or DEFAULT_PORTS[scheme]}"
+
+
+def not_robots_txt(body: bytes, content_type: str) -> str | None:
+    """Why *body* is no robots.txt (a web page, or text without a single field), or None: a crawl would read
+    such a body as robots.txt all the same, so the checker must not report its "rules" as the site's."""
+    markup = _MARKUP.match(body)
+    if markup:
+        return "it is an XML document" if markup[1] else "it is an HTML page"
+    body = body.removeprefix(b"\xef\xbb\xbf")
+    # Blank lines and comments only are an empty robots.txt: everything allowed.
+    if _FIELD.search(b"\n" + body.replace(b"\r", b"\n")) or not _CONTENT.search(body):
+        return None
+    if content_type.partition(";")[0].strip().lower() in _HTML_TYPES:
+        return f"it is an HTML page (Content-Type: {content_type[:100]}) and holds no robots.txt field"
+    return "it holds no robots.txt field (User-agent, Allow, Disallow, Crawl-delay, Sitemap)"
+
+
 def describe(source: str, body: bytes, agent: str) -> str:
     """The report's first line: where robots.txt came from, its size (and
     whether it was cut at 500 KiB), and the robot name a User-Agent stands for."""
@@ -181,17 +245,72 @@ def describe(source: str, body: bytes, agent: str) -> str:
     return f"robots.txt: {source}, {size}; agent: {robot}"
 
 
-def report(robots: RobotsTxt, agent: str, decisions: Sequence[tuple[str, Decision]], out: TextIO) -> None:
-    """Print each URL's decision, then the Crawl-delay and the sitemaps."""
+def report(
+    robots: RobotsTxt,
+    agent: str,
+    decisions: Sequence[tuple[str, Decision]],
+    out: TextIO,
+    robots_url: str | None = None,
+    max_delay: float = MAX_CRAWL_DELAY,
+) -> None:
+    """Print each URL's decision, then the delay the middleware keeps and the sitemaps; a URL of
+    another origin than *robots_url*'s is noted, and relative sitemaps are resolved against it."""
+    home = origin_of(robots_url) if robots_url else None
     for url, decision in decisions:
         group = f"group {decision.agent!r}" if decision.agent else "no group"
         why = decision.rule or "no rule"
-        print(f"{'allowed' if decision.allowed else 'disallowed':<10}  {url}  [{group}; {why}]", file=out)
-    delay = robots.crawl_delay(agent)
-    print(f"Crawl-delay: {'none' if delay is None else f'{delay:g} s'}", file=out)
-    print(f"Sitemaps: {len(robots.sitemaps)}", file=out)
-    for sitemap in robots.sitemaps:
+        line = f"{'allowed' if decision.allowed else 'disallowed':<10}  {url}  [{group}; {why}]"
+        other = origin_of(url)
+        if home and other and other != home:
+            line += f"  note: another origin than {home}, whose robots.txt this is (one per scheme, host and port)"
+        print(printable(line), file=out)
+    print(f"Crawl-delay: {paced_delay(robots, agent, max_delay)}", file=out)
+    sitemaps = resolved_sitemaps(robots.sitemaps, robots_url)
+    print(f"Sitemaps: {len(sitemaps)}", file=out)
+    for sitemap, written in sitemaps.items():
+        if robots_url is None and not urlsplit(sitemap).scheme:
+            sitemap += "  (relative: a crawl resolves it against the robots.txt URL)"
+        elif sitemap != written:
+            sitemap += f"  (written {written})"
         print(f"  {printable(sitemap)}", file=out)
+
+
+def paced_delay(robots: RobotsTxt, agent: str, max_delay: float) -> str:
+    """The delay the middleware keeps between requests: Crawl-delay or a Request-rate in force now, the
+    stricter, capped at *max_delay* (ROBOTSTXT_MAX_CRAWL_DELAY); shorter than MIN_DELAY is none."""
+    written = robots.crawl_delay(agent) or 0.0
+    rate = robots.request_rate(agent)
+    notes = []
+    if rate is not None and rate.requests > 0 and _in_window(rate) and rate.seconds / rate.requests > written:
+        written = rate.seconds / rate.requests
+        notes.append(f"from Request-rate: {rate.requests}/{rate.seconds:g}s")
+    delay = min(written, max_delay)
+    if written > max_delay:
+        notes.append(f"asked {written:g} s, capped by ROBOTSTXT_MAX_CRAWL_DELAY")
+    if 0 < delay < MIN_DELAY:
+        return f"none (asked {written:g} s, shorter than {MIN_DELAY:g} s: not paced)"
+    shown = f"{delay:g} s" if delay else "none"
+    return f"{shown} ({'; '.join(notes)})" if notes else shown
+
+
+def _in_window(rate: RequestRate) -> bool:
+    """Whether now is in a Request-rate's window (UTC); no window is always."""
+    if rate.start is None or rate.end is None:
+        return True
+    now = datetime.now(timezone.utc).time()
+    return rate.start <= now <= rate.end if rate.start <= rate.end else now >= rate.start or now <= rate.end
+
+
+def resolved_sitemaps(written: list[str], robots_url: str | None) -> dict[str, str]:
+    """Sitemap URL as a crawl takes it (resolved against *robots_url*, duplicates dropped) -> as written."""
+    resolved: dict[str, str] = {}
+    for sitemap in written:
+        try:
+            url = urljoin(robots_url, sitemap) if robots_url else sitemap
+        except ValueError:  # an unclosed IPv6 bracket, say
+            url = sitemap
+        resolved.setdefault(url, sitemap)
+    return resolved
 
 
 def printable(text: str) -> str:
@@ -199,13 +318,41 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda found: f"%{ord(found[0]):02X}", text)
 
 
+def seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
+
+
+EPILOG = """\
+PAGE_URL is an http(s) URL whose file name is not robots.txt: its site's
+/robots.txt is fetched and decides the page (and any URLs after it). A site
+alone (https://site.vn/) before URLs only names the site.
+
+exit codes:
+  0  every URL allowed (or none given)
+  1  some URL disallowed
+  2  bad arguments
+  3  no robots.txt to go by: unreadable (missing file, no answer, not HTTP),
+     or not a robots.txt (an HTML page, or no robots.txt field in it)
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scrapy-robots-coccoc",
-        description="Check URLs against a robots.txt with Coc Coc's rules.",
-        epilog="exit codes: 0 all allowed, 1 some disallowed, 2 bad arguments, 3 robots.txt unreadable",
+        usage="%(prog)s [options] ROBOTS [URL ...]\n       %(prog)s [options] PAGE_URL",
+        description="Check URLs against a robots.txt with Coc Coc's rules, as the middleware would.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("robots", help="robots.txt: a file, - for stdin, or an http(s) URL")
+    parser.add_argument(
+        "robots",
+        nargs="?",
+        metavar="ROBOTS",
+        help="robots.txt: a file, - for stdin, or an http(s) URL whose file name is robots.txt",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("urls", nargs="*", metavar="URL", help="URLs or paths (with ?query) to check")
     parser.add_argument(
@@ -214,12 +361,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_AGENT,
         help=f"robot name or User-Agent header (default {DEFAULT_AGENT})",
     )
+    parser.add_argument(
+        "--max-crawl-delay",
+        type=seconds,
+        default=MAX_CRAWL_DELAY,
+        metavar="SECONDS",
+        help=f"the cap on the delay, as ROBOTSTXT_MAX_CRAWL_DELAY (default {MAX_CRAWL_DELAY:g})",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    args = build_parser().parse_intermixed_args(argv)  # exits with 2 and a usage line on bad arguments
+    parser = build_parser()
+    args = parser.parse_intermixed_args(argv)  # exits with 2 and a usage line on bad arguments
+    if args.robots is None:
+        parser.error("give a robots.txt (a file, - or a URL) and URLs to check, or the URL of a page")
     if is_other_url(args.robots):
         print(f"error: cannot fetch {args.robots}: give an http:// or https:// URL, a file or -", file=sys.stderr)
         return EXIT_USAGE
@@ -227,16 +384,28 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if is_other_url(url):
             print(f"error: cannot check {url}: give http:// or https:// URLs, or paths", file=sys.stderr)
             return EXIT_USAGE
+    robots_source, urls = args.robots, list(args.urls)
+    # A page is judged by its site's robots.txt, never read as one.
+    site_robots = site_robots_url(args.robots)
+    if site_robots is not None:
+        robots_source = site_robots
+        if not (urls and names_site_only(args.robots)):
+            urls.insert(0, args.robots)
     try:
-        body, source = read_robots(args.robots)
+        body, source, content_type = read_robots(robots_source)
     except Unreadable as exc:
         print(f"error: {printable(str(exc))}", file=sys.stderr)  # may quote the site's own bytes
         return EXIT_UNREADABLE
+    reason = not_robots_txt(body, content_type)
+    if reason:
+        print(f"error: {printable(source)} is not a robots.txt: {printable(reason)}", file=sys.stderr)
+        return EXIT_UNREADABLE
     robots = RobotsTxt.parse(body)
-    decisions = [(url, robots.explain(url, args.agent)) for url in args.urls]
+    decisions = [(url, robots.explain(url, args.agent)) for url in urls]
+    robots_url = robots_source if robots_source.lower().startswith(HTTP_SCHEMES) else None
     try:
         print(describe(source, body, args.agent), file=out)
-        report(robots, args.agent, decisions, out)
+        report(robots, args.agent, decisions, out, robots_url, args.max_crawl_delay)
         out.flush()  # here, not at exit, where a closed pipe would make the exit code 120
     except BrokenPipeError:
         # The reader stopped reading (``| head -1``): the decisions still give

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import subprocess
 import sys
 import zlib
@@ -197,7 +198,7 @@ async def test_an_answer_that_is_not_http_breaks_off_or_never_ends_is_exit_3_wit
     from twisted.internet import protocol, reactor
     from twisted.internet.utils import getProcessOutputAndValue
 
-    from .test_hostile import HostileSite, broken_after, dripping
+    from .sites import HostileSite, broken_after, dripping
 
     class NotHttp(protocol.Protocol):
         def connectionMade(self):
@@ -271,3 +272,215 @@ def test_a_reader_that_stops_reading_leaves_the_exit_code_to_the_decisions(robot
         env["PYTHONUNBUFFERED"] = "1"
     result = subprocess.run(["bash", "-c", script, "bash", *command], capture_output=True, text=True, env=env)
     assert result.returncode == 1 and result.stderr == "", result.stderr  # /cats/x is disallowed
+
+
+# -- a checker that cannot mislead (issue 27, finding 4) ------------------------------
+
+
+async def checker(*args: str) -> tuple[str, str, int]:
+    """Run the checker in a process, the reactor serving the sites meanwhile."""
+    from twisted.internet.utils import getProcessOutputAndValue
+
+    out, err, code = await getProcessOutputAndValue(sys.executable, ["-m", "scrapy_robots_coccoc", *args])
+    return out.decode(), err.decode(), code
+
+
+SITE_ROBOTS = """\
+User-agent: *
+Disallow: /private
+"""
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_url_is_decided_by_its_sites_robots_txt_not_read_as_one(sites):
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(SITE_ROBOTS)}))
+    out, err, code = await checker(site.url("/private/x"), "-a", "mybot")
+    assert code == 1, (out, err)
+    assert out.startswith(f"robots.txt: {site.url('/robots.txt')} (HTTP 200), 33 bytes; agent: mybot\n"), out
+    assert f"disallowed  {site.url('/private/x')}  [group '*'; Disallow: /private (line 2)]\n" in out
+    assert site.paths() == ["/robots.txt"]  # the page itself is not fetched
+    out, err, code = await checker(site.url("/about?lang=vi"))
+    assert code == 0 and f"allowed     {site.url('/about?lang=vi')}  [group '*'; no rule]\n" in out, (out, err)
+    # A site alone before paths names the site: its robots.txt decides the paths.
+    out, err, code = await checker(site.url("/"), "/private/x", "/a")
+    assert code == 1, (out, err)
+    assert out.splitlines()[1:3] == [
+        "disallowed  /private/x  [group '*'; Disallow: /private (line 2)]",
+        "allowed     /a  [group '*'; no rule]",
+    ]
+    assert site.paths() == ["/robots.txt"] * 3
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_body_that_is_not_a_robots_txt_is_reported_and_exits_3(sites):
+    page = b"<!DOCTYPE html>\n<html><body>User-agent: *<br>Disallow: /</body></html>"
+    site, soft_404 = sites(
+        LoopbackSite(
+            pages={
+                "/html/robots.txt": Page(b"\xef\xbb\xbf\n  " + page, headers={"Content-Type": "text/plain"}),
+                "/typed/robots.txt": Page(b"Page not found", headers={"Content-Type": "text/html; charset=utf-8"}),
+                "/text/robots.txt": robots("Welcome to our shop!\nOpen 9-5.\n"),
+                "/xml/robots.txt": robots('<?xml version="1.0"?><urlset></urlset>'),
+                # Served as text/html, but a robots.txt all the same: a crawl obeys it.
+                "/mistyped/robots.txt": Page(SITE_ROBOTS.encode(), headers={"Content-Type": "text/html"}),
+                "/empty/robots.txt": robots(""),
+                "/comments/robots.txt": robots("# nothing to forbid\n\n"),
+            }
+        ),
+        LoopbackSite(pages={"/robots.txt": Page(page, headers={"Content-Type": "text/html"})}),
+    )
+    reasons = {
+        "/html/robots.txt": "it is an HTML page",
+        "/typed/robots.txt": "it is an HTML page (Content-Type: text/html; charset=utf-8)"
+        " and holds no robots.txt field",
+        "/text/robots.txt": "it holds no robots.txt field (User-agent, Allow, Disallow, Crawl-delay, Sitemap)",
+        "/xml/robots.txt": "it is an XML document",
+    }
+    for path, reason in reasons.items():
+        out, err, code = await checker(site.url(path), "/private/x")
+        assert (code, out) == (3, ""), (path, out, err)
+        assert err == f"error: {site.url(path)} (HTTP 200) is not a robots.txt: {reason}\n", err
+    out, err, code = await checker(site.url("/mistyped/robots.txt"), "/private/x")
+    assert code == 1 and "Disallow: /private (line 2)" in out, (out, err)
+    for path in ("/empty/robots.txt", "/comments/robots.txt"):  # an empty robots.txt allows everything
+        out, err, code = await checker(site.url(path), "/private/x")
+        assert code == 0 and "allowed     /private/x  [no group; no rule]" in out, (path, out, err)
+    # A site whose /robots.txt is a web page (a "soft 404").
+    out, err, code = await checker(soft_404.url("/private/x"))
+    assert (code, out) == (3, "")
+    assert err == f"error: {soft_404.url('/robots.txt')} (HTTP 200) is not a robots.txt: it is an HTML page\n"
+
+
+def test_a_file_that_is_not_a_robots_txt_is_reported_and_exits_3(tmp_path, capsys):
+    page = tmp_path / "index.html"
+    page.write_text("<html lang='vi'><head><title>Shop</title></head></html>")
+    assert main([str(page), "/x"]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == f"error: {page} is not a robots.txt: it is an HTML page\n"
+    notes = tmp_path / "notes.txt"
+    notes.write_text("remember: buy milk\n")  # a colon, but no field name
+    assert main([str(notes), "/x"]) == 3
+    assert "holds no robots.txt field" in capsys.readouterr().err
+    # Fields in any case, misspelt or without their colon are fields: the parser reads them.
+    for body in ("DISALLOW: /x\n", "disalow: /x\n", "user-agent *\n", "\ufeffSitemap: /s.xml\r", "Crawl-delay: 5\n"):
+        notes.write_text(body, encoding="utf-8")
+        assert main([str(notes), "/y"]) == 0, body
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("fields", "options", "shown"),
+    [
+        ("Crawl-delay: 30", [], "10 s (asked 30 s, capped by ROBOTSTXT_MAX_CRAWL_DELAY)"),
+        ("Crawl-delay: 30", ["--max-crawl-delay", "60"], "30 s"),
+        ("Crawl-delay: 10", [], "10 s"),
+        ("Crawl-delay: 2\nRequest-rate: 1/5s", [], "5 s (from Request-rate: 1/5s)"),
+        (
+            "Request-rate: 1/60s",
+            [],
+            "10 s (from Request-rate: 1/60s; asked 60 s, capped by ROBOTSTXT_MAX_CRAWL_DELAY)",
+        ),
+        ("Crawl-delay: 0.001", [], "none (asked 0.001 s, shorter than 0.01 s: not paced)"),
+        ("Allow: /", [], "none"),
+    ],
+)
+def test_the_crawl_delay_is_shown_as_the_middleware_keeps_it(fields, options, shown, tmp_path, capsys):
+    path = tmp_path / "robots.txt"
+    path.write_text(f"User-agent: *\n{fields}\n")
+    assert main([str(path), "/x", *options]) == 0
+    assert f"\nCrawl-delay: {shown}\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        "Crawl-delay: 30",
+        "Crawl-delay: 3",
+        "Crawl-delay: 2\nRequest-rate: 1/5s",
+        "Request-rate: 1/60",
+        "Crawl-delay: 0.001",
+    ],
+)
+def test_the_delay_shown_is_the_one_the_middleware_keeps(fields, tmp_path, capsys):
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_robots_coccoc import RobotsTxt, RobotsTxtMiddleware
+
+    middleware = RobotsTxtMiddleware.from_crawler(get_crawler(Spider, {"ROBOTSTXT_OBEY": True}))
+    text = f"User-agent: *\n{fields}\n"
+    _, delay = middleware._delays.delay_for(RobotsTxt.parse(text), "coccocbot-web")
+    path = tmp_path / "robots.txt"
+    path.write_text(text)
+    main([str(path), "/x"])
+    shown = re.search(r"^Crawl-delay: (\S+)", capsys.readouterr().out, re.MULTILINE)[1]
+    assert shown == (f"{delay:g}" if delay else "none")
+
+
+def test_a_bad_delay_cap_is_a_usage_error():
+    result = run("-", "/x", "--max-crawl-delay", "-1")
+    assert result.returncode == 2 and "not a number of seconds: '-1'" in result.stderr
+
+
+@pytest_twisted.ensureDeferred
+async def test_sitemaps_are_resolved_against_the_robots_txt_url(sites, tmp_path):
+    text = "Sitemap: /sitemap.xml\nSitemap: maps/b.xml\nSitemap: https://cdn.example/s.xml\nSitemap: /sitemap.xml\n"
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(text)}))
+    out, err, code = await checker(site.url("/robots.txt"))
+    assert code == 0, (out, err)
+    assert out.endswith(
+        "Sitemaps: 3\n"
+        f"  {site.url('/sitemap.xml')}  (written /sitemap.xml)\n"
+        f"  {site.url('/maps/b.xml')}  (written maps/b.xml)\n"
+        "  https://cdn.example/s.xml\n"
+    ), out
+    # From a file there is no URL to resolve them against: said so.
+    path = tmp_path / "robots.txt"
+    path.write_text(text)
+    out, err, code = await checker(str(path))
+    assert "  /sitemap.xml  (relative: a crawl resolves it against the robots.txt URL)\n" in out, out
+    assert "  https://cdn.example/s.xml\n" in out
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_url_of_another_origin_is_noted(sites):
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(SITE_ROBOTS)}))
+    host, port = site.port.getHost().host, site.port.getHost().port
+    other_host, other_scheme, other_port = (
+        f"http://127.0.0.99:{port}/private/x",
+        f"https://{host}:{port}/private/x",
+        f"http://{host}:{port + 1}/private/x",
+    )
+    same = [f"HTTP://{host}:{port}/private/y", "/private/z", site.url("/a")]
+    out, err, code = await checker(site.url("/robots.txt"), other_host, other_scheme, other_port, *same)
+    assert code == 1, (out, err)
+    note = f"  note: another origin than {site.address}, whose robots.txt this is (one per scheme, host and port)"
+    lines = out.splitlines()
+    assert lines[1:4] == [
+        f"disallowed  {url}  [group '*'; Disallow: /private (line 2)]{note}"
+        for url in (other_host, other_scheme, other_port)
+    ]
+    assert not any("note:" in line for line in lines[4:7]), lines
+
+
+def test_usage_shows_both_forms_and_help_the_exit_codes():
+    result = run()
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "usage: scrapy-robots-coccoc [options] ROBOTS [URL ...]\n       scrapy-robots-coccoc [options] PAGE_URL\n"
+    ), result.stderr
+    assert "give a robots.txt (a file, - or a URL) and URLs to check, or the URL of a page" in result.stderr
+    assert "required" not in result.stderr
+    helped = run("--help")
+    assert helped.returncode == 0
+    for line in ("0  every URL allowed", "1  some URL disallowed", "2  bad arguments", "3  no robots.txt to go by"):
+        assert f"\n  {line}" in helped.stdout, helped.stdout
+
+
+@pytest_twisted.ensureDeferred
+async def test_exit_codes_allowed_disallowed_bad_arguments_no_robots_txt(sites):
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots(SITE_ROBOTS)}))
+    assert (await checker(site.url("/a")))[2] == 0
+    assert (await checker(site.url("/"), "/a", "/private/b"))[2] == 1
+    assert (await checker(site.url("/a"), "ftp://127.0.0.2/x"))[2] == 2
+    assert (await checker("http://127.0.0.1:9/page.html"))[2] == 3  # nobody answers
