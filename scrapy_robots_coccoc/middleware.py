@@ -18,7 +18,7 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.python import to_unicode
 
-from ._crawl import compat
+from ._crawl import compat, loop
 from ._crawl import settings as _settings
 from ._crawl.coordinator import OriginCoordinator
 from ._crawl.fetcher import RobotsTxtFetcher
@@ -29,6 +29,7 @@ from ._crawl.report import CrawlReport
 from ._crawl.storecalls import GuardedStore
 from .body import RobotsTxtBodyMiddleware
 from .exceptions import OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden, RobotsTxtOnly
+from .stores import MemoryStore, StoreSetupError
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -43,6 +44,9 @@ logger = logging.getLogger(__name__)
 
 # The dont_filter of a request sent back to the scheduler at close.
 _SENT_BACK_DONT_FILTER = "_robotstxt_dont_filter"
+
+#: The finish reason of a crawl stopped because its store cannot work.
+STORE_UNUSABLE = "robotstxt_store_unusable"
 
 COMPRESSION_MIDDLEWARE = "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware"
 
@@ -62,9 +66,8 @@ class RobotsTxtMiddleware:
         self._crawl_agent = _settings.robot_agent(settings)
         max_retries = _settings.count(settings, "ROBOTSTXT_MAX_RETRIES", 1)
         max_origins = _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1)
-        store: Store = build_from_crawler(
-            load_object(settings.get("ROBOTSTXT_STORE", "scrapy_robots_coccoc.stores.MemoryStore")), crawler
-        )
+        self._unusable: RobotsTxtFault | None = None
+        store = self._build_store(crawler, max_origins)
         fetcher = RobotsTxtFetcher(
             crawler,
             _settings.count(settings, "ROBOTSTXT_MAX_REDIRECTS", 5),
@@ -112,6 +115,23 @@ class RobotsTxtMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
+    def _build_store(self, crawler: Crawler, max_origins: int) -> Store:
+        """The ``ROBOTSTXT_STORE``; one that cannot work here stops the crawl at start-up with one ERROR line
+        (an exception would end in a long traceback), and no request is decided meanwhile."""
+        path = crawler.settings.get("ROBOTSTXT_STORE", "scrapy_robots_coccoc.stores.MemoryStore")
+        try:
+            return build_from_crawler(load_object(path), crawler)
+        except StoreSetupError as exc:
+            logger.error("ROBOTSTXT_STORE %s: %s. The crawl stops.", path, exc, extra={"crawler": crawler})
+            self._unusable = RobotsTxtFault(f"ROBOTSTXT_STORE unusable: {exc}")
+            crawler.signals.connect(self._stop, signal=signals.engine_started)
+            return MemoryStore(max_origins)
+
+    def _stop(self) -> None:
+        engine = self.crawler.engine
+        # A turn later: the engine runs once engine_started has been sent.
+        loop.call_later(0, lambda: compat.close_spider(engine, STORE_UNUSABLE))
+
     @staticmethod
     def _check_middlewares(crawler: Crawler) -> bool:
         """Warn about a setup that fetches robots.txt twice or unbounded;
@@ -155,6 +175,8 @@ class RobotsTxtMiddleware:
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return None
         try:
+            if self._unusable is not None:
+                raise self._unusable
             origin = self._origin_of(request)
             state = self._origins.known(origin, request)
             if state is None:

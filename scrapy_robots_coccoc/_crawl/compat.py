@@ -19,7 +19,7 @@ from scrapy.core.engine import ExecutionEngine
 from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
 from scrapy.resolver import dnscache
 from scrapy.spiders import SitemapSpider
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -106,6 +106,14 @@ def wake_engine(engine: ExecutionEngine) -> None:
     """Make the engine look for requests to start on its next turn (``ExecutionEngine._slot.nextcall``)."""
     if engine._slot is not None:
         engine._slot.nextcall.schedule()
+
+
+def close_spider(engine: ExecutionEngine, reason: str) -> None:
+    """Close the spider with *reason*: ``close_spider_async`` on Scrapy 2.14+, ``close_spider`` before."""
+    if hasattr(engine, "close_spider_async"):
+        deferred_from_coro(engine.close_spider_async(reason=reason))
+    elif engine.spider is not None:
+        engine.close_spider(engine.spider, reason)
 
 
 def engine_closing(engine: ExecutionEngine | None) -> bool:

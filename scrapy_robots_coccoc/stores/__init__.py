@@ -6,8 +6,8 @@ with the methods of :class:`Store`, built with ``from_crawler``:
 :class:`RedisStore` shares the state of a crawl spread over several workers.
 """
 
-from .base import OriginState, Store
+from .base import OriginState, Store, StoreSetupError
 from .memory import MemoryStore
 from .redis import RedisStore
 
-__all__ = ["MemoryStore", "OriginState", "RedisStore", "Store"]
+__all__ = ["MemoryStore", "OriginState", "RedisStore", "Store", "StoreSetupError"]

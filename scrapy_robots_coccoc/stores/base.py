@@ -73,3 +73,8 @@ class Store(Protocol):
         whatever stalls, restarts or slow answers happen (the middleware asks
         for 1.05 x the Crawl-delay with a grace of 5% of it: a full delay).
         """
+
+
+class StoreSetupError(RuntimeError):
+    """The store cannot work in this crawl (a package missing, a loop it cannot use): the crawl stops at
+    start-up with one ERROR line, before any request."""

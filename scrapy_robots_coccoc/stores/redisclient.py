@@ -10,9 +10,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from twisted.internet.defer import Deferred
 
+from .base import StoreSetupError
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from twisted.internet.interfaces import IReactorFromThreads
+
+#: What the [redis] extra installs (setup.cfg).
+REDIS_REQUIREMENT = "redis 5.0.1 or newer"
 
 # Helpers that check what a script reads: anything may be under our keys (another version, redis-cli).
 _HELPERS = {"read": ("fits",), "claim": ("number", "fits"), "reserve": ("number",)}
@@ -88,8 +93,9 @@ def redis_client(settings: BaseSettings) -> Any:
         import redis
         import redis.asyncio
     except ImportError as exc:
-        raise RuntimeError(
-            f"RedisStore needs redis-py 4.2 or newer ({exc}): pip install 'scrapy-robots-coccoc[redis]'"
+        raise StoreSetupError(
+            f"RedisStore needs the redis package ({REDIS_REQUIREMENT}), which is not installed: "
+            "pip install 'scrapy-robots-coccoc[redis]'"
         ) from exc
     module: Any = redis.asyncio if _asyncio_runs_the_crawl(settings) else redis
     options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
@@ -110,7 +116,7 @@ def _asyncio_runs_the_crawl(settings: BaseSettings) -> bool:
     if not settings.getbool("TWISTED_REACTOR_ENABLED", True):
         return True
     if "twisted.internet.reactor" not in sys.modules:
-        raise RuntimeError(
+        raise StoreSetupError(
             "RedisStore was built before a Twisted reactor was installed: it cannot tell whether to use "
             "redis.asyncio (asyncio reactor) or its own threads (another reactor)"
         )
