@@ -26,10 +26,11 @@ excluded) / wall time of the crawl, medians of the rounds; ratios are against
 ``stock``. A probe samples the downloader every 0.1 s: requests in its active
 set, those transferring, those queued in a downloader slot (the rest of the
 active set is in the middlewares, e.g. waiting for a Crawl-delay turn in place)
-and, for ours, requests parked outside it.
+and, for ours, requests parked outside it. The crawling process also notes
+its peak RSS growth (``VmHWM`` at the end minus its value before the crawl).
 
-    .venv/bin/python benchmarks/corpus_crawl_bench.py [--corpus DIR] [--origins N]
-        [--rounds N] [--concurrency N] [--profile CONFIG]
+    .venv/bin/python benchmarks/corpus_crawl_bench.py [--corpus DIR] [--origins N[,N...]]
+        [--rounds N] [--concurrency N] [--configs paced,unpaced,stock] [--profile CONFIG] [--json PATH]
 
 ``--corpus`` defaults to /work/shared/corpus/robotstxt when it exists, else
 the generated corpus of corpus.py. ``--origins`` defaults to 800 (spread evenly
@@ -37,8 +38,11 @@ over the corpus, 6,400 URLs): on a shared 2-core machine Scrapy 2.19 makes
 only ~180 pages/s here (CPU-bound; most of it Scrapy's own per-response work,
 e.g. ``scrapy.utils.asyncio._parallel_asyncio`` starting CONCURRENT_ITEMS
 tasks per callback), so the full 4,231 x 8 takes ~3 minutes per crawl, far
-too long for 15 crawls in ~10 minutes; ``--origins 0`` crawls them all. ``--profile CONFIG`` runs one
-crawl of that configuration under cProfile and prints where its time goes.
+too long for 15 crawls in ~10 minutes; ``--origins 0`` crawls them all, and a
+list (``--origins 250,500,1000,2000``) crawls each number in turn, the sites
+served afresh for each. ``--configs`` runs only the configurations named.
+``--profile CONFIG`` runs one crawl of that configuration under cProfile and
+prints where its time goes.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import benchjson
 import corpus
 
 SHARED_CORPUS = Path("/work/shared/corpus/robotstxt")
@@ -182,6 +187,12 @@ def serve(folder: Path | None, origins: int) -> None:
     reactor.run()
 
 
+def high_water_kb() -> int:
+    """The peak resident set size of this process so far (VmHWM), in KiB."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+
 def crawl(config: str, origins: int, concurrency: int, profile: bool) -> None:
     """Run one crawl and print its figures as JSON (last line)."""
     from scrapy import Request, Spider, signals
@@ -244,6 +255,7 @@ def crawl(config: str, origins: int, concurrency: int, profile: bool) -> None:
     )
     crawler = process.create_crawler(Bench)
     crawler.signals.connect(lambda: [probe.stop() for probe in probes if probe.running], signal=signals.spider_closed)
+    baseline_kb = high_water_kb()
     process.crawl(crawler)
     profiler = None
     if profile:
@@ -284,6 +296,7 @@ def crawl(config: str, origins: int, concurrency: int, profile: bool) -> None:
                 "slot_queued": mean(2),
                 "parked_now": mean(3),
                 "parked_max": max((row[3] for row in samples), default=0),
+                "rss_mb": (high_water_kb() - baseline_kb) / 1024,
             }
         ),
         flush=True,
@@ -322,19 +335,11 @@ def describe(result: dict[str, float]) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--origins", type=int, default=DEFAULT_ORIGINS, help="origins to crawl, 0 for all")
-    parser.add_argument("--concurrency", type=int, default=32, help="CONCURRENT_REQUESTS")
-    parser.add_argument("--profile", choices=CONFIGS, help="one crawl of CONFIG under cProfile, then stop")
-    corpus.add_option(parser)
-    args = parser.parse_args()
-    folder: Path | None = args.corpus or default_corpus()
-    total = len(corpus.load(folder))
-    origins = total if args.origins <= 0 or args.origins > total else args.origins
-    if origins > ADDRESSES * 200:
-        raise SystemExit(f"at most {ADDRESSES * 200} origins")
+def measure(
+    folder: Path | None, total: int, origins: int, args: argparse.Namespace
+) -> dict[str, list[dict[str, float]]]:
+    """Crawl *origins* of the *total* corpus files in every configuration of
+    *args*, round after round; print each crawl and the medians."""
     paced = sum(is_paced(i) for i in range(origins))
     print(
         f"corpus {folder or 'generated (corpus.py)'}: {origins} of {total} files as origins x {1 + len(PAGES)} URLs, "
@@ -342,16 +347,16 @@ def main() -> None:
         flush=True,
     )
 
+    configs = args.configs
     server = start_sites(folder, origins)
-    results: dict[str, list[dict[str, float]]] = {config: [] for config in CONFIGS}
+    results: dict[str, list[dict[str, float]]] = {config: [] for config in configs}
     try:
         if args.profile:
             print(describe(run_one(args.profile, origins, args.concurrency, profile=True)))
-            return
-        names = list(CONFIGS)
+            return results
         for round_ in range(args.rounds):
-            shift = round_ % len(names)
-            for config in names[shift:] + names[:shift]:
+            shift = round_ % len(configs)
+            for config in configs[shift:] + configs[:shift]:
                 result = run_one(config, origins, args.concurrency)
                 results[config].append(result)
                 print(f"round {round_ + 1} {config:7} {describe(result)}", flush=True)
@@ -367,15 +372,17 @@ def main() -> None:
         return statistics.median(r[key] for r in results[config])
 
     print(f"\nmedians of {args.rounds} rounds")
-    for config in CONFIGS:
+    for config in configs:
         print(
             f"{config:7}: {rate(config):6.0f} pages/s, {median(config, 'pages'):.0f} pages in "
             f"{median(config, 'seconds'):.2f} s, {median(config, 'cpu'):.2f} s CPU "
             f"({median(config, 'pages') / median(config, 'cpu'):.0f} pages per CPU second), unpaced origins done at "
             f"{median(config, 'unpaced_done'):.2f} s, robots.txt fetched {median(config, 'robots'):.0f}, "
-            f"forbidden {median(config, 'forbidden'):.0f}"
+            f"forbidden {median(config, 'forbidden'):.0f}, peak RSS growth {median(config, 'rss_mb'):.0f} MB"
         )
     for config in ("paced", "unpaced"):
+        if config not in results or "stock" not in results:
+            continue
         paired = [
             (r["pages"] / r["seconds"]) / (s["pages"] / s["seconds"])
             for r, s in zip(results[config], results["stock"], strict=True)
@@ -384,6 +391,71 @@ def main() -> None:
             f"{config} / stock pages per second: {rate(config) / rate('stock'):.2f}x "
             f"(median of the rounds' own ratios {statistics.median(paired):.2f}x)"
         )
+    return results
+
+
+def summary(origins: int, results: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """The JSON of one size: per configuration, the medians and the rounds."""
+    configs = {}
+    for config, rounds in results.items():
+        medians = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        medians["pages_per_s"] = statistics.median(r["pages"] / r["seconds"] for r in rounds)
+        configs[config] = {"median": medians, "rounds": rounds}
+    return {"origins": origins, "configs": configs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--origins",
+        default=str(DEFAULT_ORIGINS),
+        help="origins to crawl, 0 for all; a comma-separated list crawls each number in turn",
+    )
+    parser.add_argument("--concurrency", type=int, default=32, help="CONCURRENT_REQUESTS")
+    parser.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help=f"comma-separated, of: {', '.join(CONFIGS)} (default: all)",
+    )
+    parser.add_argument("--profile", choices=CONFIGS, help="one crawl of CONFIG under cProfile, then stop")
+    corpus.add_option(parser)
+    benchjson.add_option(parser, "corpus_crawl_bench")
+    args = parser.parse_args()
+    args.configs = args.configs.split(",")
+    if unknown := set(args.configs) - set(CONFIGS):
+        parser.error(f"unknown configurations: {', '.join(sorted(unknown))}")
+    folder: Path | None = args.corpus or default_corpus()
+    total = len(corpus.load(folder))
+    sizes = []
+    for size in (int(s) for s in args.origins.split(",")):
+        origins = total if size <= 0 or size > total else size
+        if origins > ADDRESSES * 200:
+            raise SystemExit(f"at most {ADDRESSES * 200} origins")
+        sizes.append(origins)
+
+    measured = []
+    for number, origins in enumerate(sizes):
+        if number:
+            print()
+        results = measure(folder, total, origins, args)
+        if args.profile:
+            return
+        measured.append(summary(origins, results))
+    benchjson.write(
+        args.json,
+        "corpus_crawl_bench",
+        {
+            "corpus": benchjson.corpus_name(folder, total),
+            "rounds": args.rounds,
+            "concurrency": args.concurrency,
+            "urls_per_origin": 1 + len(PAGES),
+            "paced_every": PACED_EVERY,
+            "max_crawl_delay": MAX_CRAWL_DELAY,
+            "configs": args.configs,
+        },
+        {"sizes": measured},
+    )
 
 
 if __name__ == "__main__":

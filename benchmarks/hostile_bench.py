@@ -28,7 +28,7 @@ time from engine start to spider close, and the pages parsed. Figures are
 medians of the rounds; the goals (RSS growth <= 100 MB, no stall over
 0.25 s) are checked against our worst round.
 
-    python benchmarks/hostile_bench.py [--rounds N] [--kinds gzip-bomb,no-answer]
+    python benchmarks/hostile_bench.py [--rounds N] [--kinds gzip-bomb,no-answer] [--json PATH]
 """
 
 from __future__ import annotations
@@ -43,8 +43,11 @@ import sys
 import tempfile
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+import benchjson
 
 KINDS = (
     "gzip-bomb",
@@ -327,6 +330,19 @@ def summary(results: list[Result]) -> str:
     return "; ".join(parts)
 
 
+def figures(results: list[Result]) -> dict[str, Any]:
+    """The JSON of one kind and middleware: medians of the rounds with
+    figures (None if none has), the failures, and every round."""
+    measured = [r for r in results if not r.failure]
+    keys = ("rss_mb", "stall", "stall_cpu", "seconds", "pages")
+    return {
+        "median": {key: statistics.median(getattr(r, key) for r in measured) for key in keys} if measured else None,
+        "finished": sum(r.finished for r in measured),
+        "failures": sorted({r.failure for r in results if r.failure}),
+        "rounds": [asdict(r) for r in results],
+    }
+
+
 def goals(results: list[Result]) -> str:
     """Our worst round against the goals. A stall counts as ours when the
     process was busy for more than the goal during it; the rest of a longer
@@ -349,6 +365,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated, of: " + ", ".join(KINDS))
+    benchjson.add_option(parser, "hostile_bench")
     args = parser.parse_args()
     kinds = args.kinds.split(",")
     if unknown := set(kinds) - set(KINDS):
@@ -381,6 +398,18 @@ def main() -> None:
     for kind in kinds:
         ours, stock = results[(kind, "ours")], results[(kind, "stock")]
         print(f"{kind:13} | {summary(ours):32} | {summary(stock):32} | {goals(ours)}")
+    benchjson.write(
+        args.json,
+        "hostile_bench",
+        {
+            "rounds": args.rounds,
+            "rss_goal_mb": RSS_GOAL_MB,
+            "stall_goal_s": STALL_GOAL_S,
+            "rss_kill_mb": RSS_KILL_BYTES / 2**20,
+            "crawl_timeout_s": CRAWL_TIMEOUT,
+        },
+        {"kinds": {kind: {m: figures(results[(kind, m)]) for m in MIDDLEWARES} for kind in kinds}},
+    )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ ProtegoRobotParser per netloc, never evicted).
 Each corpus file stands for one origin; every origin is checked once, as a
 crawl would, before memory is measured with tracemalloc.
 
-    python benchmarks/origin_memory.py [--corpus DIR]
+    python benchmarks/origin_memory.py [--corpus DIR] [--json PATH]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
+import benchjson
 import corpus
 from corpus import AGENT
 from scrapy.robotstxt import ProtegoRobotParser
@@ -57,6 +58,7 @@ def held(fill: Callable[[list[tuple[str, bytes]]], object], bodies: list[tuple[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     corpus.add_option(parser)
+    benchjson.add_option(parser, "origin_memory")
     args = parser.parse_args()
     bodies = [(f"https://{host}:443", body) for host, body in corpus.load(args.corpus)]
     raw = sum(len(body) for _, body in bodies)
@@ -66,6 +68,16 @@ def main() -> None:
     print(f"ours : {ours / count:9,.0f} bytes per cached origin ({ours / 2**20:.1f} MB)")
     print(f"stock: {stock / count:9,.0f} bytes per cached origin ({stock / 2**20:.1f} MB)")
     print(f"stock / ours: {stock / ours:.1f}x; 100,000 origins at our rate: {ours / count * 100_000 / 2**20:,.0f} MB")
+    benchjson.write(
+        args.json,
+        "origin_memory",
+        {"corpus": benchjson.corpus_name(args.corpus, count)},
+        {
+            "origins": count,
+            "body_bytes_mean": raw / count,
+            "bytes_per_origin": {"ours": ours / count, "stock": stock / count},
+        },
+    )
 
 
 if __name__ == "__main__":

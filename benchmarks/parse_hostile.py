@@ -18,8 +18,8 @@ from parser_bench import cold_caches
 from protego import Protego
 
 from scrapy_robots_coccoc import RobotsTxt
-from scrapy_robots_coccoc._robotstxt import MAX_BYTES
-from scrapy_robots_coccoc._urlpattern import _KEPT_IN_RULES
+from scrapy_robots_coccoc._parser import MAX_BYTES
+from scrapy_robots_coccoc._parser.urlpattern import _KEPT_IN_RULES
 
 AGENT = "coccocbot-web"
 

@@ -10,11 +10,13 @@ spread over the rotation. Goal: at 10,000 sites <= 0.5x Protego's cost, and
 flat from 100 to 100,000 sites.
 
     python benchmarks/parse_scale.py [--corpus DIR] [--sizes 100,1000,10000,100000] [--rounds N]
+        [--protego-max N] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import time
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import benchjson
 from parser_bench import AGENT, DEFAULT_CORPUS, PATHS, Corpus, load_corpus, parse_protego
 
 from scrapy_robots_coccoc import RobotsTxt
@@ -67,9 +70,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--protego-max", type=int, default=10000, help="largest N Protego is run at")
+    benchjson.add_option(parser, "parse_scale")
     args = parser.parse_args()
     corpus = load_corpus(args.corpus)
     print(f"{len(corpus)} files; {'sites':>8}{'ours us':>10}{'Protego us':>12}{'ratio':>8}")
+    rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         groups = rotations(corpus, size)
         ours = per_check(RobotsTxt.parse, lambda r, u: r.allowed(u, AGENT), groups, args.rounds)
@@ -77,6 +82,17 @@ def main() -> None:
         if size <= args.protego_max:
             theirs = per_check(parse_protego, lambda r, u: r.can_fetch(u, AGENT), groups, args.rounds)
         print(f"{size:>22}{ours:>10.2f}{theirs:>12.2f}{ours / theirs:>8.3f}")
+        rows.append({"sites": size, "ours_us": ours, "protego_us": None if math.isnan(theirs) else theirs})
+    benchjson.write(
+        args.json,
+        "parse_scale",
+        {
+            "corpus": benchjson.corpus_name(args.corpus if args.corpus.is_dir() else None, len(corpus)),
+            "rounds": args.rounds,
+            "protego_max": args.protego_max,
+        },
+        {"unit": "microseconds per check, median of the rounds", "sizes": rows},
+    )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,11 @@ taken from those medians. Then the memory the parsed files hold, and how
 often the decisions agree with Protego's, each disagreement with the rule
 behind it. Without the corpus directory a small corpus generated here is used.
 
-    python benchmarks/parser_bench.py [--corpus DIR] [--rounds N]
+With ``--json PATH`` it also times each file on its own (parse, and parse
+plus the first check, every file met with nothing split before; medians of
+the rounds) and writes those per-file times with the figures above.
+
+    python benchmarks/parser_bench.py [--corpus DIR] [--rounds N] [--json PATH]
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import benchjson
 import corpus
 from protego import Protego
 from robotstxt import RobotsMatcher
 
-from scrapy_robots_coccoc import RobotsTxt, _ruleset
-from scrapy_robots_coccoc._robotstxt import MAX_BYTES
+from scrapy_robots_coccoc import RobotsTxt
+from scrapy_robots_coccoc._parser import MAX_BYTES
+from scrapy_robots_coccoc._parser import ruleset as _ruleset
 
 AGENT = "coccocbot-web"
 PATHS = (
@@ -147,7 +153,7 @@ REASONS: list[tuple[str, Callable[[bytes, str], bool]]] = [
 ]
 
 
-def agreement(corpus: Corpus) -> None:
+def agreement(corpus: Corpus) -> dict[str, int]:
     """Print how often the decisions agree with Protego's, and why they differ."""
     total, reasons, unexplained = 0, Counter[str](), []
     for body, urls in corpus:
@@ -168,12 +174,53 @@ def agreement(corpus: Corpus) -> None:
         print(f"  {count:5d}  {reason}")
     for line in unexplained:
         print(f"  UNEXPLAINED {line}")
+    return {"decisions": total, "differ": differ, "unexplained": len(unexplained)}
+
+
+PER_FILE = ("parse/ours", "parse+check/ours", "parse/protego", "parse+check/protego")
+
+
+def per_file_times(corpus: Corpus, rounds: int) -> dict[str, list[float]]:
+    """Microseconds each file takes to parse, and to parse and answer its
+    first check (our first check builds the rules), medians of *rounds*;
+    each file met with nothing split before, the parsers interleaved."""
+    samples: dict[str, list[list[float]]] = {name: [[] for _ in corpus] for name in PER_FILE}
+    clock = time.perf_counter
+    for _ in range(rounds):
+        gc.collect()
+        gc.disable()
+        try:
+            for index, (body, urls) in enumerate(corpus):
+                cold_caches()
+                start = clock()
+                robots = RobotsTxt.parse(body)
+                parsed = clock()
+                check_ours(robots, urls[0])
+                checked = clock()
+                samples["parse/ours"][index].append(parsed - start)
+                samples["parse+check/ours"][index].append(checked - start)
+                start = clock()
+                theirs = parse_protego(body)
+                parsed = clock()
+                check_protego(theirs, urls[0])
+                checked = clock()
+                samples["parse/protego"][index].append(parsed - start)
+                samples["parse+check/protego"][index].append(checked - start)
+        finally:
+            gc.enable()
+    return {name: [statistics.median(times) * 1e6 for times in files] for name, files in samples.items()}
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--rounds", type=int, default=5)
+    benchjson.add_option(parser, "parser_bench")
     args = parser.parse_args()
     corpus = load_corpus(args.corpus)
     print(f"{len(corpus)} files, {len(corpus) * len(PATHS)} checks, agent {AGENT}, {args.rounds} rounds")
@@ -221,7 +268,30 @@ def main() -> None:
     print(f"    of which builds:                 {median['builds/ours'] / median['match/protego']:.3f}")
     print(f"  whole workload vs Google C++:      {median['whole/ours'] / median['whole/google']:.3f} (goal <= 0.8)")
     print(f"  whole workload vs Protego:         {median['whole/ours'] / median['whole/protego']:.3f}")
-    agreement(corpus)
+    agreed = agreement(corpus)
+    if args.json is None:
+        return
+    files = per_file_times(corpus, args.rounds)
+    print("per file, microseconds (median of the rounds): p50 / p90 / p99 / max")
+    for name, values in files.items():
+        quantiles = [percentile(values, f) for f in (0.5, 0.9, 0.99, 1.0)]
+        print(f"  {name:<20} {' / '.join(f'{q:,.1f}' for q in quantiles)}")
+    benchjson.write(
+        args.json,
+        "parser_bench",
+        {
+            "corpus": benchjson.corpus_name(args.corpus if args.corpus.is_dir() else None, len(corpus)),
+            "rounds": args.rounds,
+            "agent": AGENT,
+            "urls_per_file": len(PATHS),
+        },
+        {
+            "seconds": median,
+            "memory_per_file": {"ours": mem_ours / len(corpus), "protego": mem_protego / len(corpus)},
+            "agreement": agreed,
+            "per_file_us": {name: [float(f"{v:.4g}") for v in values] for name, values in files.items()},
+        },
+    )
 
 
 if __name__ == "__main__":
