@@ -15,14 +15,14 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from http.client import HTTPException, HTTPMessage, HTTPResponse
 from typing import IO, TextIO
 from urllib.parse import urljoin, urlsplit
 
 from . import __version__
-from ._parser import MAX_BYTES, Decision, RequestRate, RobotsTxt
+from ._parser import MAX_BYTES, Decision, RobotsTxt
 from ._parser.body import MAX_DOWNLOAD_BYTES, complete_lines, decoded, encodings_of
+from ._parser.delay import MIN_DELAY, asked_delay, kept_delay
 from ._parser.lexer import MEMBER_FIELDS, field_line
 from ._parser.useragent import robot_name
 
@@ -31,9 +31,8 @@ DEFAULT_AGENT = "coccocbot-web"
 FETCH_TIMEOUT = 10
 HTTP_SCHEMES = ("http://", "https://")
 DEFAULT_PORTS = {"http": 80, "https": 443}
-#: ROBOTSTXT_MAX_CRAWL_DELAY's default; shorter delays than MIN_DELAY are not paced (as in _crawl/pacing.py).
+#: ROBOTSTXT_MAX_CRAWL_DELAY's default.
 MAX_CRAWL_DELAY = 10.0
-MIN_DELAY = 0.01
 # What no request line can carry.
 _UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")
 # A URL's scheme: two characters at least, so that C:\robots.txt stays a file.
@@ -276,29 +275,16 @@ def report(
 
 
 def paced_delay(robots: RobotsTxt, agent: str, max_delay: float) -> str:
-    """The delay the middleware keeps between requests: Crawl-delay or a Request-rate in force now, the
-    stricter, capped at *max_delay* (ROBOTSTXT_MAX_CRAWL_DELAY); shorter than MIN_DELAY is none."""
-    written = robots.crawl_delay(agent) or 0.0
-    rate = robots.request_rate(agent)
-    notes = []
-    if rate is not None and rate.requests > 0 and _in_window(rate) and rate.seconds / rate.requests > written:
-        written = rate.seconds / rate.requests
-        notes.append(f"from Request-rate: {rate.requests}/{rate.seconds:g}s")
-    delay = min(written, max_delay)
+    """The delay the middleware keeps between requests, with where it comes from."""
+    written, rate = asked_delay(robots, agent)
+    delay = kept_delay(written, max_delay)
+    notes = [f"from Request-rate: {rate.requests}/{rate.seconds:g}s"] if rate is not None else []
     if written > max_delay:
         notes.append(f"asked {written:g} s, capped by ROBOTSTXT_MAX_CRAWL_DELAY")
-    if 0 < delay < MIN_DELAY:
+    if 0 < min(written, max_delay) < MIN_DELAY:
         return f"none (asked {written:g} s, shorter than {MIN_DELAY:g} s: not paced)"
     shown = f"{delay:g} s" if delay else "none"
     return f"{shown} ({'; '.join(notes)})" if notes else shown
-
-
-def _in_window(rate: RequestRate) -> bool:
-    """Whether now is in a Request-rate's window (UTC); no window is always."""
-    if rate.start is None or rate.end is None:
-        return True
-    now = datetime.now(timezone.utc).time()
-    return rate.start <= now <= rate.end if rate.start <= rate.end else now >= rate.start or now <= rate.end
 
 
 def resolved_sitemaps(written: list[str], robots_url: str | None) -> dict[str, str]:

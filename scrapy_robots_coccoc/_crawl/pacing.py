@@ -8,8 +8,6 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import datetime, timezone
-from datetime import time as clock
 from itertools import count
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
@@ -19,6 +17,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
+from .._parser.delay import asked_delay, kept_delay
 from . import compat, loop
 
 if TYPE_CHECKING:
@@ -88,8 +87,6 @@ class CrawlDelays:
     #: more than the delay apart: a late turn still starts a full delay after the one before.
     GRACE = 0.05
     MAX_TURNS = 5
-    #: Shorter delays are not paced: the reactor's timers cannot keep them, so nearly every turn would be late.
-    MIN_DELAY = 0.01
     ROOM_RECHECK_SECONDS = 1.0
     #: How long a request released at its turn keeps its claim: a later middleware may replace it on the way.
     ON_THE_WAY_SECONDS = 1.0
@@ -118,13 +115,9 @@ class CrawlDelays:
         crawler.signals.connect(self._reached, signal=signals.request_reached_downloader)
 
     def delay_for(self, robots: RobotsTxt, agent: str) -> tuple[float, float]:
-        """The delay *robots* asks of *agent*, as written and capped: Crawl-delay or Request-rate, the stricter."""
-        written = robots.crawl_delay(agent) or 0.0
-        rate = robots.request_rate(agent)
-        if rate is not None and rate.requests > 0 and _in_window(rate.start, rate.end):
-            written = max(written, rate.seconds / rate.requests)
-        delay = min(written, self._max_delay)
-        return written, delay if delay >= self.MIN_DELAY else 0.0
+        """The delay *robots* asks of *agent*, as written and as kept (see ``_parser.delay``)."""
+        asked = asked_delay(robots, agent)[0]
+        return asked, kept_delay(asked, self._max_delay)
 
     async def wait_turn(self, request: Request, origin: str, robots: RobotsTxt, agent: str) -> None:
         """Wait, parked, until *request* may start: at least the delay after its origin's previous request."""
@@ -281,11 +274,3 @@ def _look_again(result: object, timeout: float) -> None:
 def _open(room: Deferred[None]) -> None:
     if not room.called:  # else cancelled at close, or opened already
         room.callback(None)
-
-
-def _in_window(start: clock | None, end: clock | None) -> bool:
-    """Whether now is in a Request-rate's window (UTC, as the extended standard says); no window is always."""
-    if start is None or end is None:
-        return True
-    now = datetime.now(timezone.utc).time()
-    return start <= now <= end if start <= end else now >= start or now <= end

@@ -1,0 +1,37 @@
+"""The delay a robots.txt asks of a robot, and the one a crawl keeps: shared by the middleware and the checker."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .robotstxt import RobotsTxt
+    from .ruleset import RequestRate
+
+#: Shorter delays (``Request-rate: 1000000/1s``) are not paced: timers cannot keep them.
+MIN_DELAY = 0.01
+
+
+def asked_delay(robots: RobotsTxt, agent: str) -> tuple[float, RequestRate | None]:
+    """Seconds the robot's group asks between requests (0.0 for none): the stricter of its Crawl-delay and a
+    Request-rate in force now; and that Request-rate when it is the stricter."""
+    asked = robots.crawl_delay(agent) or 0.0
+    rate = robots.request_rate(agent)
+    if rate is not None and rate.requests > 0 and in_window(rate) and rate.seconds / rate.requests > asked:
+        return rate.seconds / rate.requests, rate
+    return asked, None
+
+
+def kept_delay(asked: float, max_delay: float) -> float:
+    """The delay kept: *asked* capped at *max_delay* (``ROBOTSTXT_MAX_CRAWL_DELAY``), 0.0 under MIN_DELAY."""
+    delay = min(asked, max_delay)
+    return delay if delay >= MIN_DELAY else 0.0
+
+
+def in_window(rate: RequestRate) -> bool:
+    """Whether now is in a Request-rate's window (UTC, as the extended standard says); no window is always."""
+    if rate.start is None or rate.end is None:
+        return True
+    now = datetime.now(timezone.utc).time()
+    return rate.start <= now <= rate.end if rate.start <= rate.end else now >= rate.start or now <= rate.end
