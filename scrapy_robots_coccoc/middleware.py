@@ -242,7 +242,7 @@ class RobotsTxtMiddleware:
         if robots is None:
             return
         user_agent = self._user_agent_of(request)
-        self._report.rules_known(origin, robots, user_agent)
+        self._report.rules_known(origin, request, robots, user_agent)
         allowed = robots.allowed(request.url, user_agent)
         self._report.decided(origin, request, allowed)
         if not allowed:

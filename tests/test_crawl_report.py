@@ -161,3 +161,14 @@ async def test_a_failed_fetch_is_one_readable_line_in_the_log(caplog):
     (warning,) = [line for line in messages(caplog, logging.WARNING) if line.startswith("robots.txt of https://")]
     assert "Failure" not in warning and "<" not in warning, warning
     assert "wrong version number" in warning, warning
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_log_names_a_download_delay_that_spaces_requests_more_than_the_crawl_delay(sites, caplog):
+    """Issue 27: the line gives the Crawl-delay actually enforced, after the project's DOWNLOAD_DELAY (the
+    startproject template's DOWNLOAD_DELAY = 1 makes Crawl-delay: 1 give 1.5 s gaps)."""
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.2\n")}))
+    caplog.set_level(logging.INFO, logger="scrapy_robots_coccoc")
+    await crawl({"DOWNLOAD_DELAY": 0.4}, urls=[site.url("/")], follow=False)
+    (line,) = [line for line in messages(caplog) if line.startswith("robots.txt of ")]
+    assert "Crawl-delay 0.2 s, requests 0.6 s apart: DOWNLOAD_DELAY at its longest draw is larger;" in line, line

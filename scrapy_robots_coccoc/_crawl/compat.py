@@ -155,9 +155,19 @@ def slot_hold(engine: ExecutionEngine, request: Request) -> float:
     scheduled = _seconds_until(live.latercall)
     if not live.delay:
         return scheduled
+    return max(scheduled, live.lastseen + _longest_draw(live) - _SLOT_CLOCK())
+
+
+def slot_delay(engine: ExecutionEngine, request: Request) -> float:
+    """The delay of *request*'s slot (``DOWNLOAD_DELAY``, AutoThrottle's) at its largest draw; 0 without a slot."""
+    live = _live_slot(engine, request)
+    return 0.0 if live is None or not live.delay else _longest_draw(live)
+
+
+def _longest_draw(live: Slot) -> float:
     # 2.19+ draws delay x (1 +/- jitter); before, randomize_delay drew 0.5x to 1.5x.
     jitter = live.jitter if hasattr(live, "jitter") else 0.5 if live.randomize_delay else 0.0
-    return max(scheduled, live.lastseen + live.delay * (1 + jitter) - _SLOT_CLOCK())
+    return float(live.delay * (1 + jitter))
 
 
 def _seconds_until(call: Any) -> float:

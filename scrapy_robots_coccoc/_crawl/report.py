@@ -12,6 +12,7 @@ from scrapy import signals
 
 from ..exceptions import OriginUnavailable, RobotsTxtForbidden
 from ..signals import robotstxt_request_dropped
+from . import compat
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -49,7 +50,7 @@ class CrawlReport:
         self._start_requests = [0, 0]  # allowed, forbidden
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
-    def rules_known(self, origin: str, robots: RobotsTxt, agent: str) -> None:
+    def rules_known(self, origin: str, request: Request, robots: RobotsTxt, agent: str) -> None:
         """Log, once per origin, the group the robot obeys and the Crawl-delay enforced."""
         if origin in self._known:
             return
@@ -64,7 +65,12 @@ class CrawlReport:
             obeyed = f"{agent!r} obeys group {group.agent!r} ({count} rule{'' if count == 1 else 's'})"
         delay = "not paced (ROBOTSTXT_CRAWL_DELAY_ENABLED is off)"
         if self._delays is not None:
-            delay = self._delays.describe(*self._delays.delay_for(robots, agent))
+            written, kept = self._delays.delay_for(robots, agent)
+            delay = self._delays.describe(written, kept)
+            engine = self._crawler.engine
+            slot = 0.0 if engine is None or not kept else compat.slot_delay(engine, request)
+            if slot > kept:
+                delay += f", requests {slot:g} s apart: DOWNLOAD_DELAY at its longest draw is larger"
         listed = len(robots.sitemaps)
         logger.info(
             "robots.txt of %s: %s; Crawl-delay %s; %d sitemap%s listed",
