@@ -10,13 +10,13 @@ CRAWL_WITHOUT_REDIS = """
 import sys
 sys.modules["redis"] = None  # the redis package not installed
 from scrapy import Spider
-from scrapy.crawler import AsyncCrawlerProcess
+from scrapy.crawler import CrawlerProcess
 
 class Pages(Spider):
     name = "pages"
     start_urls = ["http://127.0.0.9:1/"]
 
-process = AsyncCrawlerProcess({
+process = CrawlerProcess({
     "ADDONS": {"scrapy_robots_coccoc.Addon": 0},
     "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
     "TELNETCONSOLE_ENABLED": False,
