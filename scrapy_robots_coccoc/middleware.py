@@ -100,6 +100,7 @@ class RobotsTxtMiddleware:
             guarded,
             fetcher,
             cache_seconds=_settings.number(settings, "ROBOTSTXT_CACHE_SECONDS", 86400),
+            cache_min_seconds=_settings.number(settings, "ROBOTSTXT_CACHE_MIN_SECONDS", 60),
             unavailable_seconds=_settings.number(settings, "ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
             # One hop's worst case: a crashed peer holds the others no longer
             # (an hour at most, whatever DOWNLOAD_TIMEOUT and the retries say).

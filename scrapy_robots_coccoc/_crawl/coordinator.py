@@ -52,6 +52,7 @@ class OriginCoordinator:
         fetcher: RobotsTxtFetcher,
         *,
         cache_seconds: float,
+        cache_min_seconds: float,
         unavailable_seconds: float,
         claim_seconds: float,
         max_origins: int,
@@ -62,6 +63,7 @@ class OriginCoordinator:
         self._store = store
         self._fetcher = fetcher
         self._cache_seconds = cache_seconds
+        self._cache_min_seconds = cache_min_seconds
         self._unavailable_seconds = unavailable_seconds
         # How long peers wait for the worker that fetches: then its claim expires and they fetch.
         self._claim_seconds = claim_seconds
@@ -212,7 +214,7 @@ class OriginCoordinator:
         """The origin's state after a fetch; raises :class:`RobotsTxtFault` for a local fault on a first fetch."""
         now = time.time()
         if isinstance(outcome, Rules):
-            return OriginState(outcome.robots, False, now + self._cache_seconds)
+            return OriginState(outcome.robots, False, now + self._lifetime(outcome.max_age))
         if isinstance(outcome, LocalFault):
             kept_or_fault = self._fault(origin, stale, outcome)
             if isinstance(kept_or_fault, RobotsTxtFault):
@@ -226,7 +228,7 @@ class OriginCoordinator:
                 outcome.reason,
                 extra={"spider": self._crawler.spider},
             )
-            return OriginState(None, False, now + self._cache_seconds)
+            return OriginState(None, False, now + self._lifetime(outcome.max_age))
         reason = outcome.reason if isinstance(outcome, Unrestricted) else outcome.cause
         if kept:
             # RFC 9309 §2.3.1.4 allows the cached copy: an outage neither opens disallowed paths nor drops the site.
@@ -251,6 +253,13 @@ class OriginCoordinator:
             extra={"spider": self._crawler.spider},
         )
         return OriginState(None, True, now + self._unavailable_seconds)
+
+    def _lifetime(self, max_age: float | None) -> float:
+        """How long an answer is kept: what it asks, between ROBOTSTXT_CACHE_MIN_SECONDS (so that no-cache
+        does not make every request refetch) and ROBOTSTXT_CACHE_SECONDS (RFC 9309 §2.4: a day at most)."""
+        if max_age is None:
+            return self._cache_seconds
+        return min(self._cache_seconds, max(self._cache_min_seconds, max_age))
 
     def _fault(self, origin: str, stale: OriginState | None, fault: LocalFault) -> OriginState | RobotsTxtFault:
         """A fault that is not the site's: for FAULT_SECONDS a stale state stays, else the origin's requests fail."""

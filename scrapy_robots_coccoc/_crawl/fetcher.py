@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import errno
 import logging
+import time
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
@@ -29,6 +31,7 @@ from .parse import parsed
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.http.headers import Headers
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +99,7 @@ class Rules:
     robots: RobotsTxt
     body: bytes
     url: str
+    max_age: float | None = None  # the lifetime the response asks for (Cache-Control, Expires)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +108,7 @@ class Unrestricted:
 
     status: int | None
     reason: str
+    max_age: float | None = None
 
     @property
     def server_error(self) -> bool:
@@ -279,15 +284,45 @@ class RobotsTxtFetcher:
             raise StopDownload(fail=False)
 
     async def _read(self, response: Response) -> Rules | Unrestricted:
+        max_age = cache_lifetime(response.headers)
         if response.status != 200:
-            return Unrestricted(response.status, f"status {response.status}")
+            return Unrestricted(response.status, f"status {response.status}", max_age)
         if "robotstxt_unreadable" in response.flags:
             return Unrestricted(None, "unreadable body (unsupported or corrupt Content-Encoding)")
         stopped = "dataloss" in response.flags or "download_stopped" in response.flags
         if stopped or len(response.body) > MAX_BYTES:
             self._stats.inc_value("robotstxt/truncated")
         body = complete_lines(response.body, cut=stopped)
-        return Rules(await parsed(body, self._agent), body, response.url)
+        return Rules(await parsed(body, self._agent), body, response.url, max_age)
+
+
+def cache_lifetime(headers: Headers) -> float | None:
+    """Seconds the response may be kept by its ``Cache-Control`` (``max-age``; ``no-cache`` and ``no-store``
+    are 0) or else its ``Expires`` (RFC 9111 §4.2.1); None when it says nothing readable."""
+    directives: dict[str, str] = {}
+    for value in headers.getlist(b"Cache-Control"):
+        for directive in to_unicode(value, errors="replace").split(","):
+            name, _, argument = directive.strip().partition("=")
+            directives[name.strip().lower()] = argument.strip().strip('"')
+    if "no-store" in directives or "no-cache" in directives:
+        return 0.0
+    if "max-age" in directives:
+        return float(directives["max-age"]) if directives["max-age"].isdigit() else 0.0
+    expires = headers.get(b"Expires")
+    if expires is None:
+        return None
+    expires_at = _http_date(expires)
+    if expires_at is None:
+        return 0.0  # an invalid Expires means already expired (RFC 9111 §5.3)
+    date = _http_date(headers.get(b"Date") or b"")
+    return max(0.0, expires_at - (date if date is not None else time.time()))
+
+
+def _http_date(value: bytes) -> float | None:
+    try:
+        return parsedate_to_datetime(to_unicode(value, errors="replace")).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 def redirect_target(response: Response) -> str | Unrestricted:
