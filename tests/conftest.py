@@ -18,3 +18,12 @@ def sites():
     yield start
     for site in started:
         site.port.stopListening()
+
+
+@pytest.fixture
+def own_sites():
+    """Sites started by a test itself (custom address or port); stopped after it."""
+    started: list[LoopbackSite] = []
+    yield started
+    for site in started:
+        site.port.stopListening()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from importlib.util import find_spec
@@ -96,6 +97,32 @@ async def bounded_crawl(
 
 def stat(crawler: Crawler, key: str) -> Any:
     return crawler.stats.get_value(key)
+
+
+def unaccounted(crawler: Crawler, urls: list[str]) -> set[str]:
+    """Requested URLs that were neither downloaded nor errback'd."""
+    spider = crawler.spider
+    return set(urls) - set(spider.crawled) - set(spider.failures)
+
+
+def bad_records(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """ERROR records, records with a traceback, and raw Failure dumps."""
+    return [
+        f"{r.levelname} {r.name}: {r.getMessage()}"
+        for r in caplog.records
+        if r.levelno >= logging.ERROR
+        or r.exc_info
+        or "Traceback" in r.getMessage()
+        or "<twisted.python.failure.Failure" in r.getMessage()
+    ]
+
+
+def ours(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == level and r.name.startswith(("scrapy", "scrapy_robots_coccoc"))
+    ]
 
 
 def run_python(*args: str) -> Any:

@@ -1,10 +1,13 @@
-"""Real Twisted web sites on loopback addresses, with a request log."""
+"""Real Twisted web sites on loopback addresses, with a request log; sites
+that misbehave (HostileSite and its handlers); the robots.txt most tests serve."""
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
 
 from twisted.internet.task import deferLater
 from twisted.web.http_headers import Headers
@@ -80,6 +83,26 @@ class LoopbackSite(Resource):
         return f"{self.address}{path}"
 
 
+class HostileSite(LoopbackSite):
+    """A LoopbackSite whose ``handlers`` (path -> function of the Twisted
+    request) may answer in ways a Page cannot: lying headers, broken
+    connections. Records the client address of each request."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handlers: dict[str, Any] = {}
+        self.clients: list[tuple[str, str]] = []  # (path, client host)
+
+    def render_GET(self, request):
+        path = request.uri.decode()
+        self.clients.append((path, request.getClientAddress().host))
+        handler = self.handlers.get(path)
+        if handler is None:
+            return super().render_GET(request)
+        self.log.append((0.0, path))
+        return handler(request)
+
+
 def serve(site: LoopbackSite, host: str) -> LoopbackSite:
     from twisted.internet import reactor
 
@@ -88,5 +111,68 @@ def serve(site: LoopbackSite, host: str) -> LoopbackSite:
     return site
 
 
+def listen(site: LoopbackSite, host: str, port: int = 0) -> LoopbackSite:
+    from twisted.internet import reactor
+
+    site.port = reactor.listenTCP(port, Site(site), interface=host)
+    bracketed = f"[{host}]" if ":" in host else host
+    site.address = f"http://{bracketed}:{site.port.getHost().port}"
+    return site
+
+
+def unused_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
 def robots(text: str, **kwargs) -> Page:
     return Page(text.encode(), headers={"Content-Type": "text/plain"}, **kwargs)
+
+
+#: Forbids /private to every robot.
+RULES = "User-agent: *\nDisallow: /private\n"
+#: RULES, and /img/ forbidden to coccocbot-image.
+IMAGE_RULES = RULES + "\nUser-agent: coccocbot-image\nDisallow: /img/\n"
+
+
+def site_with(rules: str = IMAGE_RULES, **robots_kwargs) -> LoopbackSite:
+    return LoopbackSite(
+        pages={"/robots.txt": robots(rules, **robots_kwargs)},
+        links={"/": ["/a", "/b", "/private/x", "/img/1.png"]},
+    )
+
+
+def broken_after(body: bytes, how: str, after: float = 0.1):
+    """Write *body*, then break the connection: close it early under a larger
+    Content-Length, or abort (RST) a chunked response *after* seconds."""
+
+    def handler(request):
+        from twisted.internet import reactor
+
+        request.setHeader("Content-Type", "text/plain")
+        if how == "short":
+            request.setHeader("Content-Length", str(len(body) + 1000))
+            request.write(body)
+            request.transport.loseConnection()
+        else:
+            request.write(body)
+            reactor.callLater(after, request.transport.abortConnection)
+        return NOT_DONE_YET
+
+    return handler
+
+
+def dripping(line: bytes, every: float):
+    """A robots.txt that never ends: one line every *every* seconds."""
+
+    def handler(request):
+        from twisted.internet.task import LoopingCall
+
+        request.setHeader("Content-Type", "text/plain")
+        drip = LoopingCall(request.write, line)
+        drip.start(every).addErrback(lambda _: None)
+        request.notifyFinish().addBoth(lambda _: drip.running and drip.stop())
+        return NOT_DONE_YET
+
+    return handler

@@ -1,4 +1,6 @@
-"""MemoryStore: bounded in origins and in bytes, whatever each robots.txt weighs."""
+"""MemoryStore: bounded in origins and in bytes, whatever each robots.txt
+weighs, the byte budget counting what a parsed file holds; turns promised
+to waiting requests are never forgotten."""
 
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ from scrapy_robots_coccoc._parser import MAX_BYTES
 from scrapy_robots_coccoc._parser import ruleset as _ruleset
 from scrapy_robots_coccoc._parser import useragent as _useragent
 from scrapy_robots_coccoc.stores import MemoryStore, OriginState
-from scrapy_robots_coccoc.stores.redisclock import RedisClock
 
 
 def big_robots_body(i: int, rules: int = 4000) -> bytes:
@@ -64,35 +65,6 @@ def test_replacing_an_origin_counts_it_once():
     single = store.nbytes
     store.set("https://a.example:443", OriginState(None, False, time.time() + 60))
     assert len(store) == 1 and store.nbytes < single
-
-
-def test_redis_clock_keeps_its_best_reading_and_slews_once_turns_use_it():
-    clock = RedisClock()
-    # Redis is 5 s ahead; the first answer waited for a new connection on
-    # its way in (it says less), the next ones are fast.
-    clock.read(100.0, 100.4, 105.35)
-    assert clock.turn_offset() == pytest.approx(5.15)
-    assert not clock.settled
-    clock.read(101.0, 101.002, 106.001)  # better: taken at once, though a turn used the first
-    clock.read(102.0, 102.0022, 107.0011)
-    assert clock.settled
-    # ... it moves towards the better reading at SLEW per second, whatever
-    # slow answers say meanwhile.
-    for second in range(103, 143):
-        clock.read(second, second + 0.3, second + 5.29)
-    assert clock.turn_offset() == pytest.approx(5.15 - RedisClock.SLEW * (142.3 - 100.4), abs=1e-6)
-    # Slow answers, however many, never move a good reading.
-    clock = RedisClock()
-    clock.read(101.0, 101.002, 106.001)
-    assert clock.turn_offset() == pytest.approx(5.0)
-    for second in range(103, 143):
-        clock.read(second, second + 0.3, second + 5.29)
-    assert clock.turn_offset() == pytest.approx(5.0)
-    # A better reading that says otherwise moves it at most SLEW per second.
-    clock.read(143.0, 143.001, 148.0305)
-    assert 0 < clock.turn_offset() - 5.0 <= RedisClock.SLEW * 1
-    clock.read(163.0, 163.001, 168.0305)
-    assert clock.turn_offset() - 5.0 == pytest.approx(0.03, abs=1e-6)
 
 
 def test_a_next_start_still_ahead_is_never_forgotten():
@@ -149,11 +121,3 @@ def test_the_crawls_rules_are_built_with_the_parse_not_at_the_first_decision():
     started = time.perf_counter()
     warm.allowed("https://a.vn/page", "coccocbot-web")
     assert time.perf_counter() - started < built_then / 4
-
-
-def test_a_number_beyond_any_float_is_unbounded_not_an_overflow():
-    from scrapy.settings import Settings
-
-    from scrapy_robots_coccoc._crawl import settings as _settings
-
-    assert _settings.number(Settings({"X": 10**400}), "X", 1) == _settings.UNBOUNDED
