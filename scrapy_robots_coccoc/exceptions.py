@@ -23,3 +23,8 @@ class RobotsTxtFault(IgnoreRequest):
 class RobotsTxtOnly(IgnoreRequest):
     """A ``robotstxt_only`` request is done: its origin's robots.txt is known
     (and its sitemaps announced); there is nothing to download."""
+
+
+class CrawlDelayOverCap(RobotsTxtForbidden):
+    """The origin asks for a Crawl-delay over ``ROBOTSTXT_MAX_CRAWL_DELAY`` and
+    ``ROBOTSTXT_CRAWL_DELAY_OVER_CAP = "skip"``: its requests are not made."""

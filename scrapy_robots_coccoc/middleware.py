@@ -28,7 +28,7 @@ from ._crawl.parking import Parking, SpiderClosing
 from ._crawl.report import CrawlReport
 from ._crawl.storecalls import GuardedStore
 from .body import RobotsTxtBodyMiddleware
-from .exceptions import OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden, RobotsTxtOnly
+from .exceptions import CrawlDelayOverCap, OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden, RobotsTxtOnly
 from .stores import MemoryStore, StoreSetupError
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ class RobotsTxtMiddleware:
                 guarded.reserve,
                 self._parking,
                 max_origins,
+                _settings.choice(settings, "ROBOTSTXT_CRAWL_DELAY_OVER_CAP", ("clamp", "honour", "skip")),
             )
             if settings.getbool("ROBOTSTXT_CRAWL_DELAY_ENABLED", True)
             else None
@@ -244,6 +245,11 @@ class RobotsTxtMiddleware:
             return
         user_agent = self._user_agent_of(request)
         self._report.rules_known(origin, request, robots, user_agent)
+        asked = None if self._delays is None else self._delays.skipped(robots, self._crawl_agent)
+        if asked is not None:
+            self._report.decided(origin, request, allowed=False)
+            self._stats.inc_value("robotstxt/crawl_delay/skipped")
+            raise CrawlDelayOverCap(f"Crawl-delay {asked} s over ROBOTSTXT_MAX_CRAWL_DELAY: origin skipped")
         allowed = robots.allowed(request.url, user_agent)
         self._report.decided(origin, request, allowed)
         if not allowed:

@@ -98,9 +98,11 @@ class CrawlDelays:
         reserve: Callable[[str, float], float | Deferred[float | None] | None],
         parking: Parking,
         max_origins: int,
+        over_cap: str = "clamp",
     ) -> None:
         self._crawler = crawler
         self._max_delay = max_delay
+        self._over_cap = over_cap  # ROBOTSTXT_CRAWL_DELAY_OVER_CAP: "clamp", "honour" or "skip"
         self._reserve = reserve
         self._parking = parking
         self._max_origins = max(1, max_origins)
@@ -117,7 +119,12 @@ class CrawlDelays:
     def delay_for(self, robots: RobotsTxt, agent: str) -> tuple[float, float]:
         """The delay *robots* asks of *agent*, as written and as kept (see ``_parser.delay``)."""
         asked = asked_delay(robots, agent)[0]
-        return asked, kept_delay(asked, self._max_delay)
+        return asked, kept_delay(asked, math.inf if self._over_cap == "honour" else self._max_delay)
+
+    def skipped(self, robots: RobotsTxt, agent: str) -> float | None:
+        """The delay asked when it is over the cap and the origin is to be skipped, else None."""
+        asked = asked_delay(robots, agent)[0]
+        return asked if self._over_cap == "skip" and asked > self._max_delay else None
 
     async def wait_turn(self, request: Request, origin: str, robots: RobotsTxt, agent: str) -> None:
         """Wait, parked, until *request* may start: at least the delay after its origin's previous request."""
@@ -255,10 +262,15 @@ class CrawlDelays:
 
     def describe(self, written: float, delay: float) -> str:
         """The delay enforced, for a log line: "none", or seconds and the cap that set them."""
+        if written > self._max_delay and self._over_cap == "skip":
+            return f"asked {written} s, over ROBOTSTXT_MAX_CRAWL_DELAY: origin skipped (ROBOTSTXT_CRAWL_DELAY_OVER_CAP)"
         if not delay:
             return "none"
-        capped = f" (asked {written} s, capped by ROBOTSTXT_MAX_CRAWL_DELAY)" if written > self._max_delay else ""
-        return f"{delay} s{capped}"
+        if written > self._max_delay:
+            if self._over_cap == "honour":
+                return f"{delay} s (over ROBOTSTXT_MAX_CRAWL_DELAY, honoured: ROBOTSTXT_CRAWL_DELAY_OVER_CAP)"
+            return f"{delay} s (asked {written} s, capped by ROBOTSTXT_MAX_CRAWL_DELAY)"
+        return f"{delay} s"
 
     def fetched(self, origin: str, robots: RobotsTxt, agent: str) -> None:
         """Count the robots.txt request as the origin's last: its first page waits a full delay after it."""

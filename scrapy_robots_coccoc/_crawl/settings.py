@@ -50,3 +50,11 @@ def count(settings: BaseSettings, name: str, default: int, *, minimum: int = 0) 
     if value < minimum or isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
         raise ValueError(f"{name} must be a whole number >= {minimum}, not {raw!r}")
     return value
+
+
+def choice(settings: BaseSettings, name: str, choices: tuple[str, ...]) -> str:
+    """The setting *name*, one of *choices* (the first is the default)."""
+    raw = settings.get(name, choices[0])
+    if raw not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, not {raw!r}")
+    return str(raw)
