@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from .redisserver import RedisServer
 from .sites import LoopbackSite, serve
 
 
@@ -27,3 +28,11 @@ def own_sites():
     yield started
     for site in started:
         site.port.stopListening()
+
+
+@pytest.fixture
+def redis_server():
+    server = RedisServer()
+    yield server
+    server.terminate()
+    server.wait()

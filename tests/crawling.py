@@ -1,4 +1,6 @@
-"""Run a real Scrapy crawl with our middleware enabled."""
+"""Real Scrapy crawls with our middleware enabled: the spiders that record
+them, and what the crawl tests check of every crawl (each request accounted
+for, no ERROR, our log lines)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ from typing import Any
 import pytest
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler, CrawlerRunner
+from scrapy.spiders import SitemapSpider
 from scrapy.utils.defer import deferred_from_coro
+
+from scrapy_robots_coccoc import RobotsSitemapMixin
 
 #: Whether this Scrapy can crawl without a Twisted reactor (2.15+).
 REACTORLESS_SCRAPY = find_spec("scrapy.utils.reactorless") is not None
@@ -56,6 +61,18 @@ class RecordingSpider(Spider):
 
     def failed(self, failure):
         self.failures[failure.request.url] = failure.value
+
+
+class ProductSpider(RobotsSitemapMixin, SitemapSpider):
+    name = "products"
+    sitemap_rules = (("/products/", "parse_product"),)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.products: list[str] = []
+
+    def parse_product(self, response):
+        self.products.append(response.url)
 
 
 async def crawl(

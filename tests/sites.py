@@ -1,8 +1,10 @@
 """Real Twisted web sites on loopback addresses, with a request log; sites
-that misbehave (HostileSite and its handlers); the robots.txt most tests serve."""
+that misbehave (HostileSite and its handlers); the robots.txt most tests serve; a shop
+whose robots.txt lists sitemaps."""
 
 from __future__ import annotations
 
+import gzip
 import socket
 import time
 from dataclasses import dataclass, field
@@ -176,3 +178,39 @@ def dripping(line: bytes, every: float):
         return NOT_DONE_YET
 
     return handler
+
+
+LISTED = ["/products/1", "/products/2", "/products/secret/3", "/about"]
+
+
+LISTED_GZ = ["/products/4", "/blog/5"]
+
+
+def xml(body: str) -> Page:
+    return Page(f'<?xml version="1.0" encoding="UTF-8"?>{body}'.encode(), headers={"Content-Type": "application/xml"})
+
+
+def urlset(site: LoopbackSite, paths: list[str]) -> str:
+    urls = "".join(f"<url><loc>{site.url(p)}</loc></url>" for p in paths)
+    return f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
+
+
+def shop(site: LoopbackSite, other: LoopbackSite) -> LoopbackSite:
+    """Make ``site`` a shop whose robots.txt lists a sitemap index (twice)
+    and another host's sitemap; the index lists a plain and a gzipped urlset."""
+    site.pages["/robots.txt"] = robots(
+        f"Sitemap: {site.url('/sitemap_index.xml')}\n"
+        "User-agent: *\nDisallow: /products/secret\n"
+        f"Sitemap: {site.url('/sitemap_index.xml')}\n"
+        f"Sitemap: {other.url('/foreign.xml')}\n"
+    )
+    index = "".join(f"<sitemap><loc>{site.url(p)}</loc></sitemap>" for p in ("/sitemap1.xml", "/sitemap2.xml.gz"))
+    site.pages["/sitemap_index.xml"] = xml(
+        f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{index}</sitemapindex>'
+    )
+    site.pages["/sitemap1.xml"] = xml(urlset(site, LISTED))
+    gz = f'<?xml version="1.0" encoding="UTF-8"?>{urlset(site, LISTED_GZ)}'
+    site.pages["/sitemap2.xml.gz"] = Page(
+        gzip.compress(gz.encode()), headers={"Content-Type": "application/octet-stream"}
+    )
+    return site

@@ -3,7 +3,6 @@ SitemapSpider, each requested once, robots.txt fetched once per origin."""
 
 from __future__ import annotations
 
-import gzip
 import logging
 import shutil
 
@@ -13,54 +12,9 @@ from scrapy.spiders import SitemapSpider
 
 from scrapy_robots_coccoc import RobotsSitemapMixin, RobotsTxt
 
-from .crawling import bounded_crawl, crawl, stat
-from .sites import LoopbackSite, Page, robots
-from .test_redis import free_port, redis_server  # noqa: F401 (a fixture)
-
-LISTED = ["/products/1", "/products/2", "/products/secret/3", "/about"]
-LISTED_GZ = ["/products/4", "/blog/5"]
-
-
-def xml(body: str) -> Page:
-    return Page(f'<?xml version="1.0" encoding="UTF-8"?>{body}'.encode(), headers={"Content-Type": "application/xml"})
-
-
-def urlset(site: LoopbackSite, paths: list[str]) -> str:
-    urls = "".join(f"<url><loc>{site.url(p)}</loc></url>" for p in paths)
-    return f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
-
-
-def shop(site: LoopbackSite, other: LoopbackSite) -> LoopbackSite:
-    """Make ``site`` a shop whose robots.txt lists a sitemap index (twice)
-    and another host's sitemap; the index lists a plain and a gzipped urlset."""
-    site.pages["/robots.txt"] = robots(
-        f"Sitemap: {site.url('/sitemap_index.xml')}\n"
-        "User-agent: *\nDisallow: /products/secret\n"
-        f"Sitemap: {site.url('/sitemap_index.xml')}\n"
-        f"Sitemap: {other.url('/foreign.xml')}\n"
-    )
-    index = "".join(f"<sitemap><loc>{site.url(p)}</loc></sitemap>" for p in ("/sitemap1.xml", "/sitemap2.xml.gz"))
-    site.pages["/sitemap_index.xml"] = xml(
-        f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{index}</sitemapindex>'
-    )
-    site.pages["/sitemap1.xml"] = xml(urlset(site, LISTED))
-    gz = f'<?xml version="1.0" encoding="UTF-8"?>{urlset(site, LISTED_GZ)}'
-    site.pages["/sitemap2.xml.gz"] = Page(
-        gzip.compress(gz.encode()), headers={"Content-Type": "application/octet-stream"}
-    )
-    return site
-
-
-class ProductSpider(RobotsSitemapMixin, SitemapSpider):
-    name = "products"
-    sitemap_rules = (("/products/", "parse_product"),)
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.products: list[str] = []
-
-    def parse_product(self, response):
-        self.products.append(response.url)
+from .crawling import ProductSpider, bounded_crawl, crawl, stat
+from .redisserver import free_port
+from .sites import LISTED, LoopbackSite, robots, shop, urlset, xml
 
 
 def assert_shop_crawled(site: LoopbackSite, other: LoopbackSite, spider: ProductSpider) -> None:
@@ -302,7 +256,7 @@ async def test_http_cache_keeps_sitemap_seeded_crawls_working(sites, tmp_path):
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
 @pytest_twisted.ensureDeferred
-async def test_scrapy_redis_workers_share_the_sitemaps_they_requested(sites, redis_server):  # noqa: F811
+async def test_scrapy_redis_workers_share_the_sitemaps_they_requested(sites, redis_server):
     site, other = sites(LoopbackSite(), LoopbackSite())
     shop(site, other)
     cluster = {
