@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from .middleware import RobotsTxtMiddleware
     from .robotparser import CocCocRobotParser
     from .sitemaps import RobotsSitemapMixin
+    from .spidermiddleware import RobotsTxtSpiderMiddleware
 
 __version__ = "0.2.0.dev0"
 
@@ -25,6 +26,7 @@ __all__ = [
     "RobotsTxt",
     "RobotsTxtBodyMiddleware",
     "RobotsTxtMiddleware",
+    "RobotsTxtSpiderMiddleware",
     "Rule",
     "VisitTime",
 ]
@@ -37,6 +39,7 @@ _LAZY = {
     "RobotsTxtMiddleware": ".middleware",
     "RobotsSitemapMixin": ".sitemaps",
     "RobotsTxtBodyMiddleware": ".body",
+    "RobotsTxtSpiderMiddleware": ".spidermiddleware",
 }
 
 

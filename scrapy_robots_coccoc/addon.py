@@ -11,6 +11,7 @@ from scrapy.utils.misc import load_object
 from ._crawl.compat import STOCK_ROBOTSTXT_MIDDLEWARE
 from .body import RobotsTxtBodyMiddleware
 from .middleware import RobotsTxtMiddleware
+from .spidermiddleware import RobotsTxtSpiderMiddleware
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -24,6 +25,8 @@ logger = logging.getLogger(__name__)
 MIDDLEWARE_PRIORITY = 100
 #: Nearer the downloader than HttpCompressionMiddleware (590), so bodies are bounded before anything inflates them.
 BODY_MIDDLEWARE_PRIORITY = 595
+#: Near the engine, so that it sees the requests other spider middlewares (depth, offsite) let through.
+SPIDER_MIDDLEWARE_PRIORITY = 100
 
 
 class Addon:
@@ -58,6 +61,7 @@ class Addon:
         settings.set(name, middlewares, priority=settings.getpriority(name) or 0)
         _setdefault(settings, name, RobotsTxtMiddleware, MIDDLEWARE_PRIORITY)
         _setdefault(settings, name, RobotsTxtBodyMiddleware, BODY_MIDDLEWARE_PRIORITY)
+        _setdefault(settings, "SPIDER_MIDDLEWARES", RobotsTxtSpiderMiddleware, SPIDER_MIDDLEWARE_PRIORITY)
         if not settings.getbool("ROBOTSTXT_OBEY"):
             logger.info(
                 "ROBOTSTXT_OBEY is False: scrapy_robots_coccoc.Addon leaves robots.txt unobeyed",

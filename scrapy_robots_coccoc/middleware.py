@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
-from weakref import WeakSet
+from weakref import WeakKeyDictionary, WeakSet
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from .stores import OriginState, Store
 
 logger = logging.getLogger(__name__)
+
+#: The middleware of each running crawler, for RobotsTxtSpiderMiddleware.
+_OF_CRAWLER: WeakKeyDictionary[Crawler, RobotsTxtMiddleware] = WeakKeyDictionary()
 
 # The dont_filter of a request sent back to the scheduler at close.
 _SENT_BACK_DONT_FILTER = "_robotstxt_dont_filter"
@@ -112,6 +115,7 @@ class RobotsTxtMiddleware:
         # Requests returned to the scheduler when the spider closed.
         self._sent_back: WeakSet[Request] = WeakSet()
         crawler.signals.connect(self._keep_open_while_fetching, signal=signals.spider_idle)
+        _OF_CRAWLER[crawler] = self
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -215,6 +219,26 @@ class RobotsTxtMiddleware:
             raise
         return None
 
+    def drop_if_forbidden(self, request: Request) -> bool:
+        """Drop *request*, as :meth:`process_request` would, if its origin's rules are known here and forbid
+        it; True when dropped. Nothing is fetched or waited for: an unknown origin is left to the downloader."""
+        if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
+            return False
+        try:
+            origin = origin_of(request)
+        except InvalidOrigin:
+            return False
+        state = self._origins.fresh(origin)
+        if state is None or state.robots is None or request.meta.get("robotstxt_only"):
+            return False
+        try:
+            self._decide(request, origin, state)
+        except RobotsTxtForbidden as forbidden:
+            self._stats.inc_value("robotstxt/forbidden/before_queue")
+            self._report.dropped(request, forbidden)
+            return True
+        return False
+
     def process_response(self, request: Request, response: Response, spider: object = None) -> Response:
         if self._delays is not None:
             self._delays.left(request)
@@ -266,3 +290,8 @@ class RobotsTxtMiddleware:
     def _keep_open_while_fetching(self) -> None:
         if self._origins.busy:
             raise DontCloseSpider
+
+
+def of_crawler(crawler: Crawler) -> RobotsTxtMiddleware | None:
+    """The crawler's RobotsTxtMiddleware, None when it is not enabled."""
+    return _OF_CRAWLER.get(crawler)

@@ -33,24 +33,21 @@ class Report:
 
 
 class ReportHandler(logging.Handler):
-    """Collects the middleware's forbidden decisions and the Crawl-delays
-    applied; the console shows warnings only."""
+    """Collects the Crawl-delay of each origin and the origins whose
+    robots.txt did not answer; the console shows warnings only."""
 
     def __init__(self, report: Report) -> None:
         super().__init__(logging.DEBUG)
         self.report = report
 
     def emit(self, record: logging.LogRecord) -> None:
-        spider = getattr(record, "spider", None)
-        if record.msg.startswith("Forbidden by robots.txt"):
-            args = record.args
-            self.report.forbidden.append((spider.name if spider else "?", args["request"].url, args["reason"]))
-        elif "did not answer" in record.msg:
+        if "did not answer" in record.msg:
             origin, error, _ = record.args
             self.report.unavailable[origin] = str(error)
-        elif record.msg.startswith("Crawl-delay"):
-            origin, delay, capped = record.args
-            self.report.delays[origin] = f"Crawl-delay: requests {delay} s apart{capped}"
+        elif record.msg.startswith("robots.txt of %s: %s; Crawl-delay %s"):
+            origin, _, delay, *_ = record.args
+            if delay != "none":
+                self.report.delays[origin] = f"Crawl-delay: requests {delay} apart"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from scrapy.utils.reactor import install_reactor
     from twisted.internet.task import LoopingCall
 
-    from scrapy_robots_coccoc.signals import robotstxt_sitemaps_found
+    from scrapy_robots_coccoc.signals import robotstxt_request_dropped, robotstxt_sitemaps_found
 
     settings = get_project_settings()
     install_reactor(settings["TWISTED_REACTOR"])  # before the demo site starts listening
@@ -101,9 +98,15 @@ def main(argv: list[str] | None = None) -> int:
         def sitemaps_found(origin, sitemaps, **kwargs) -> None:
             report.robots[origin] = list(sitemaps)
 
+        def dropped(request, kind, reason, name=name, **kwargs) -> None:
+            if kind == "forbidden":
+                why = str(reason).removeprefix("Forbidden by robots.txt (").removesuffix(")")
+                report.forbidden.append((name, request.url, why))
+
         # Our own signal: Scrapy's robots_parsed exists only from Scrapy 2.18.
         crawler.signals.connect(crawled, signal=signals.response_received, weak=False)
         crawler.signals.connect(sitemaps_found, signal=robotstxt_sitemaps_found, weak=False)
+        crawler.signals.connect(dropped, signal=robotstxt_request_dropped, weak=False)
         process.crawl(crawler, site=site)
         crawlers.append(crawler)
 

@@ -89,6 +89,13 @@ class OriginCoordinator:
             return self._refreshing.get(origin)
         return self._use(origin, self._store.peek(origin), request)
 
+    def fresh(self, origin: str) -> OriginState | None:
+        """The origin's state if known here without I/O and fresh; nothing fetched, refreshed or announced."""
+        if origin in self._waiters or origin in self._faults:
+            return None
+        state = self._store.peek(origin)
+        return state if state is not None and state.expires_at > time.time() else None
+
     def waiter(self, origin: str, request: Request) -> Deferred[OriginState]:
         """A Deferred of the state to decide *request* by, from the store or a fetch (errback: RobotsTxtFault)."""
         return deferred_from_coro(self._state_for(origin, request))
