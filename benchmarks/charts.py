@@ -182,11 +182,14 @@ def crawl_throughput(record: dict[str, Any], path: Path) -> None:
 
     sizes = sorted(record["sizes"], key=lambda size: size["origins"])
     figure, (speed, memory) = _figure(7.6, 3.7, panels=2)
+    drawn = [config for config in CRAWL_CONFIGS if any(config in size["configs"] for size in sizes)]
     for config, (label, color, style) in CRAWL_CONFIGS.items():
         points = [(size["origins"], size["configs"][config]) for size in sizes if config in size["configs"]]
         if not points:
             continue
-        origins = [origin for origin, _ in points]
+        # Side by side around each number of origins, so that the bars of the rounds do not hide each other.
+        shift = 1.04 ** (drawn.index(config) - (len(drawn) - 1) / 2)
+        origins = [origin * shift for origin, _ in points]
         for axes, key, rate in ((speed, "pages_per_s", True), (memory, "rss_mb", False)):
             values = [figures["median"][key] for _, figures in points]
             rounds = [
@@ -203,6 +206,7 @@ def crawl_throughput(record: dict[str, Any], path: Path) -> None:
         axes.set_xticks([size["origins"] for size in sizes])
         axes.xaxis.set_minor_formatter(NullFormatter())
         axes.set_xlabel("origins crawled")
+        axes.margins(x=0.06)
         axes.set_ylim(bottom=0, top=axes.get_ylim()[1] * 1.25)
     speed.set_ylabel("pages per second (median; bars: all rounds)")
     speed.set_title("Throughput")
