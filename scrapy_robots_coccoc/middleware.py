@@ -20,6 +20,7 @@ from scrapy.utils.python import to_unicode
 
 from ._crawl import compat, loop
 from ._crawl import settings as _settings
+from ._crawl.backoff import Backoff
 from ._crawl.coordinator import OriginCoordinator
 from ._crawl.fetcher import RobotsTxtFetcher
 from ._crawl.origins import InvalidOrigin, origin_of
@@ -99,6 +100,19 @@ class RobotsTxtMiddleware:
             else None
         )
         self._report = CrawlReport(crawler, self._delays, max_origins)
+        self._backoff = (
+            Backoff(
+                crawler,
+                guarded,
+                self._parking,
+                {int(status) for status in settings.getlist("ROBOTSTXT_BACKOFF_STATUSES", [429, 503])},
+                _settings.number(settings, "ROBOTSTXT_BACKOFF_BASE_SECONDS", 60),
+                _settings.number(settings, "ROBOTSTXT_BACKOFF_MAX_SECONDS", 3600),
+                max_origins,
+            )
+            if settings.getbool("ROBOTSTXT_BACKOFF_ENABLED", True)
+            else None
+        )
         self._origins = OriginCoordinator(
             crawler,
             guarded,
@@ -192,6 +206,8 @@ class RobotsTxtMiddleware:
                 # The request only wanted the origin's robots.txt known (the
                 # sitemap mixin seeds a crawl this way): nothing to download.
                 raise RobotsTxtOnly(f"robots.txt of {origin} known; robotstxt_only request not downloaded")
+            if self._backoff is not None:
+                await self._backoff.wait(request, origin)
             if self._delays is not None and state.robots is not None:
                 await self._delays.wait_turn(request, origin, state.robots, self._crawl_agent)
         except SpiderClosing:

@@ -102,5 +102,5 @@ def test_every_documented_import_path_works(path):
 def test_the_lua_scripts_ship_with_the_package():
     from scrapy_robots_coccoc.stores.redisclient import SCRIPTS
 
-    assert sorted(SCRIPTS) == ["claim", "clock", "keep", "read", "release", "reserve", "store"]
+    assert sorted(SCRIPTS) == ["claim", "clock", "keep", "pause", "pauses", "read", "release", "reserve", "store"]
     assert "local function fits" in SCRIPTS["claim"] and "local function number" in SCRIPTS["claim"]

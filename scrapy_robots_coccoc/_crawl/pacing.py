@@ -77,6 +77,39 @@ def process_turns(max_origins: int) -> Turns:
     return _PROCESS_TURNS
 
 
+class Pauses:
+    """Until when each paused origin (a 429 or 503 answer, a ``Retry-After``) starts no request, bounded by
+    *max_origins*: past it the pause ending first goes."""
+
+    def __init__(self, max_origins: int) -> None:
+        self._until: dict[str, float] = {}
+        self.max_origins = max(1, max_origins)
+
+    def pause(self, origin: str, until: float) -> None:
+        """No request of *origin* before *until* (a later pause already noted stands)."""
+        if until > self._until.get(origin, 0.0):
+            self._until[origin] = until
+        if len(self._until) > self.max_origins:
+            now = time.time()
+            for ended in [key for key, value in self._until.items() if value <= now]:
+                del self._until[ended]
+            while len(self._until) > self.max_origins:
+                del self._until[min(self._until, key=self._until.__getitem__)]
+
+    def until(self, origin: str) -> float:
+        """When *origin*'s pause ends (0.0 when it has none)."""
+        return self._until.get(origin, 0.0) if self._until else 0.0
+
+
+# The pauses of this process: a site that asked one spider to slow down asked them all.
+_PROCESS_PAUSES = Pauses(1)
+
+
+def process_pauses(max_origins: int) -> Pauses:
+    _PROCESS_PAUSES.max_origins = max(_PROCESS_PAUSES.max_origins, max_origins)
+    return _PROCESS_PAUSES
+
+
 class CrawlDelays:
     """Paces each origin by the stricter of its Crawl-delay and Request-rate, capped at ROBOTSTXT_MAX_CRAWL_DELAY.
 

@@ -17,7 +17,7 @@ from twisted.python.failure import Failure
 from ..stores import OriginState
 from . import loop
 from .fetcher import describe
-from .pacing import Turns, turns_horizon
+from .pacing import Pauses, Turns, turns_horizon
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -41,8 +41,9 @@ class GuardedStore:
         self._crawler = crawler
         self._stats = crawler.stats
         self._timeout = timeout
-        # Turns of this process alone, for when the store cannot give one.
+        # Turns and pauses of this process alone, for when the store cannot give them.
         self._paced_here = Turns(max_origins)
+        self._paused_here = Pauses(max_origins)
 
     def peek(self, origin: str) -> OriginState | None:
         """What the store knows without I/O; None when it cannot tell."""
@@ -69,6 +70,25 @@ class GuardedStore:
         """Let another worker fetch *origin* now, if the store shares fetches."""
         if hasattr(self._store, "release"):
             self._call_later("release", origin)
+
+    def pause_later(self, origin: str, until: float) -> None:
+        """Pause *origin* until *until*, for every worker the store serves; here at once, whatever the store."""
+        self._paused_here.pause(origin, until)
+        if hasattr(self._store, "pause"):
+            self._call_later("pause", origin, until)
+
+    def paused_until(self, origin: str) -> float:
+        """When *origin*'s pause ends, as the store knows it without I/O (0.0 for none)."""
+        here = self._paused_here.until(origin)
+        if not hasattr(self._store, "paused_until"):
+            return here
+        try:
+            until = self._store.paused_until(origin)
+        except Exception as exc:
+            return self._failed("paused_until", origin, exc, here)
+        if not _finite(until):
+            return here
+        return max(here, until)
 
     def reserve(self, origin: str, spacing: float) -> float | Deferred[float | None] | None:
         """The start of *origin*'s next turn (see ``Store.reserve``), a Deferred from an asynchronous store. A

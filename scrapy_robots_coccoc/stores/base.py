@@ -45,7 +45,12 @@ class Store(Protocol):
     ``release(origin)`` says the fetch this process claimed ended with
     nothing to store (the spider closed, a local fault), so that another
     worker may fetch now rather than when the claim expires; it must leave
-    a claim this process no longer holds.
+    a claim this process no longer holds. ``pause(origin, until)`` notes
+    that the origin asked for a pause (a 429 or 503 answer, a
+    ``Retry-After``) until that ``time.time()`` value, for every worker; and
+    ``paused_until(origin) -> float`` answers, without I/O, when the pause
+    this process knows of ends (0.0 for none). A store without them pauses
+    nothing.
     """
 
     def get(self, origin: str) -> MaybeAwaitable[OriginState | None]:

@@ -6,7 +6,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from .._crawl import settings as _settings
-from .._crawl.pacing import Turns, process_turns
+from .._crawl.pacing import Pauses, Turns, process_pauses, process_turns
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -27,11 +27,18 @@ class MemoryStore:
     being fetched is harmless: the middleware holds its state and stores the new one.
     """
 
-    def __init__(self, max_origins: int, max_bytes: int = 512 * 2**20, turns: Turns | None = None) -> None:
+    def __init__(
+        self,
+        max_origins: int,
+        max_bytes: int = 512 * 2**20,
+        turns: Turns | None = None,
+        pauses: Pauses | None = None,
+    ) -> None:
         self._states: OrderedDict[str, tuple[OriginState, int]] = OrderedDict()
         self._max_origins = max(1, max_origins)
         self._max_bytes = max_bytes
         self._turns = turns or Turns(max_origins)
+        self._pauses = pauses or Pauses(max_origins)
         self.nbytes = 0  # estimated size of the states held
 
     @classmethod
@@ -42,6 +49,7 @@ class MemoryStore:
             max_origins,
             int(_settings.number(settings, "ROBOTSTXT_MAX_ORIGINS_MB", 512, positive=True) * 2**20),
             process_turns(max_origins),
+            process_pauses(max_origins),
         )
 
     def get(self, origin: str) -> OriginState | None:
@@ -77,6 +85,12 @@ class MemoryStore:
     def reserved_until(self, origin: str, next_start: float) -> None:
         """Start no turn here before *next_start*: a shared store's reservation, kept to pace alone from."""
         self._turns.reserved_until(origin, next_start)
+
+    def pause(self, origin: str, until: float) -> None:
+        self._pauses.pause(origin, until)
+
+    def paused_until(self, origin: str) -> float:
+        return self._pauses.until(origin)
 
     def __len__(self) -> int:
         return len(self._states)

@@ -67,6 +67,10 @@ class RedisStore:
     """
 
     RETRY_SECONDS = 5.0
+    #: How often, at most, a worker reads the pauses of its peers (while it has requests to decide).
+    PAUSE_POLL_SECONDS = 0.2
+    #: The most pauses read at once.
+    MAX_PAUSES = 10_000
     #: The longest close waits for calls and fetch locks under way (an ended fetch lets go in a turn or two).
     CLOSE_SECONDS = 3.0
     #: Threads of the pool that runs the blocking client (other reactors).
@@ -74,7 +78,7 @@ class RedisStore:
     #: Reservations tried before a late one is returned all the same.
     RESERVE_ATTEMPTS = 5
     #: Connections opened before the crawl starts, by script uploads and clock readings.
-    WARM_CONNECTIONS = 8
+    WARM_CONNECTIONS = 10
     #: At most this many readings of Redis's clock before the first reservation.
     CLOCK_READINGS = 5
     #: Redis is slow when this many calls in a row took over ``ROBOTSTXT_REDIS_SLOW_SECONDS``.
@@ -119,6 +123,7 @@ class RedisStore:
         # Calls and fetch locks under way: close waits for them (the middleware awaits no write), then closes.
         self._under_way = _UnderWay()
         self._held: set[str] = set()
+        self._polled_at = 0.0  # when the pauses were last read
         self._token = uuid.uuid4().hex  # in this worker's fetch locks: release drops only its own
 
     @classmethod
@@ -184,6 +189,36 @@ class RedisStore:
 
     def release(self, origin: str) -> MaybeAwaitable[None]:
         return self._ending_claim(origin, lambda: self._run("release", [self._key(origin, "fetching")], [self._token]))
+
+    def pause(self, origin: str, until: float) -> MaybeAwaitable[None]:
+        """Pause *origin* here at once, and for the other workers through Redis (on Redis's clock)."""
+        self._local.pause(origin, until)
+        if self._down():
+            return None
+        now = time.time()
+        ttl = math.ceil(min(max(1.0, until - now), self._max_age)) + 60
+        offset = self._clock.turn_offset()
+        args = [repr(until + offset), origin, repr(now + offset), ttl]
+        return self._written(self._run("pause", [f"{self._prefix}:pauses"], args))
+
+    def paused_until(self, origin: str) -> float:
+        """When *origin*'s pause ends as this worker knows it; the peers' pauses are read in the background,
+        at most every PAUSE_POLL_SECONDS, so that no request waits for Redis."""
+        now = time.time()
+        if now - self._polled_at >= self.PAUSE_POLL_SECONDS and not self._down():
+            self._polled_at = now
+            deferred_from_coro(self._read_pauses(now))
+        return self._local.paused_until(origin)
+
+    async def _read_pauses(self, now: float) -> None:
+        offset = self._clock.turn_offset()
+        answer = await self._run("pauses", [f"{self._prefix}:pauses"], [repr(now + offset), self.MAX_PAUSES])
+        if not isinstance(answer, list):
+            return
+        for origin, until in zip(answer[::2], answer[1::2], strict=False):
+            end = _finite(until) if isinstance(until, bytes) else None
+            if isinstance(origin, bytes) and end is not None and end - offset <= now + self._max_age:
+                self._local.pause(origin.decode(errors="replace"), end - offset)
 
     async def close(self) -> None:
         """Close the connections (and threads) once the calls and fetch locks under way end, for at most

@@ -21,7 +21,7 @@ REDIS_REQUIREMENT = "redis 5.0.1 or newer"
 
 # Helpers that check what a script reads: anything may be under our keys (another version, redis-cli).
 _HELPERS = {"read": ("fits",), "claim": ("number", "fits"), "reserve": ("number",)}
-_NAMES = ("read", "store", "keep", "claim", "reserve", "clock", "release")
+_NAMES = ("read", "store", "keep", "claim", "reserve", "clock", "release", "pause", "pauses")
 
 
 def _lua(name: str) -> str:

@@ -1,0 +1,117 @@
+"""Backoff: an origin that answers 429 or 503, or sends ``Retry-After``, is paused; its requests wait, parked."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import OrderedDict
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
+
+from scrapy import signals
+from scrapy.utils.python import to_unicode
+from twisted.internet.task import deferLater
+
+from . import loop
+from .origins import InvalidOrigin, origin_of
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from .parking import Parking
+    from .storecalls import GuardedStore
+
+logger = logging.getLogger(__name__)
+
+
+class Backoff:
+    """Pauses an origin on a ``ROBOTSTXT_BACKOFF_STATUSES`` answer: for its ``Retry-After`` (seconds or an HTTP
+    date), else ``ROBOTSTXT_BACKOFF_BASE_SECONDS`` doubled per incident in a row; either at most
+    ``ROBOTSTXT_BACKOFF_MAX_SECONDS``. Every request of a paused origin waits, parked, until the pause ends;
+    Scrapy's RetryMiddleware still retries the request that met the answer (its retry waits too)."""
+
+    #: After this long without an incident, an origin's next pause starts from the base again (StormCrawler's).
+    FORGIVE_SECONDS = 1800.0
+    #: Pauses without Retry-After vary by this share, so that paused workers do not all come back at once.
+    JITTER = 0.1
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        store: GuardedStore,
+        parking: Parking,
+        statuses: set[int],
+        base: float,
+        maximum: float,
+        max_origins: int,
+    ) -> None:
+        self._crawler = crawler
+        self._stats = crawler.stats
+        self._store = store
+        self._parking = parking
+        self._statuses = statuses
+        self._base = base
+        self._max = maximum
+        self._max_origins = max(1, max_origins)
+        self._incidents: OrderedDict[str, tuple[int, float]] = OrderedDict()  # origin -> (in a row, last one)
+        # Sent for every answer of the download handler, before RetryMiddleware (550) turns it into a retry.
+        crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
+
+    async def wait(self, request: Request, origin: str) -> None:
+        """Wait, parked, until *origin*'s pause (if any) ends."""
+        delay = self._store.paused_until(origin) - time.time()
+        if delay > 0:
+            self._stats.inc_value("robotstxt/backoff/waited")
+            await self._parking.wait(request, deferLater(loop.clock(), delay))
+
+    def _downloaded(self, response: Response, request: Request, spider: object = None) -> None:
+        if request.meta.get("robotstxt_fetch") or request.meta.get("dont_obey_robotstxt"):
+            return  # a robots.txt answer has its own meaning; an unobeyed request asks for no politeness
+        header = response.headers.get(b"Retry-After")
+        if response.status not in self._statuses and header is None:
+            return
+        try:
+            origin = origin_of(request)
+        except InvalidOrigin:
+            return
+        now = time.time()
+        asked = None if header is None else retry_after(header, now)
+        in_a_row, last = self._incidents.pop(origin, (0, 0.0))
+        in_a_row = 1 if now - last > self.FORGIVE_SECONDS else in_a_row + 1
+        self._incidents[origin] = (in_a_row, now)
+        if len(self._incidents) > self._max_origins:
+            self._incidents.popitem(last=False)
+        if asked is not None:
+            pause, why = min(asked, self._max), "Retry-After"
+            self._stats.inc_value("robotstxt/backoff/retry_after")
+        elif response.status in self._statuses:
+            doubled = self._base * 2 ** min(in_a_row - 1, 32)
+            pause = min(doubled * random.uniform(1 - self.JITTER, 1 + self.JITTER), self._max)
+            why = f"backoff, incident {in_a_row} in a row"
+        else:
+            return  # an unreadable Retry-After on another answer
+        self._stats.inc_value("robotstxt/backoff/incidents")
+        self._stats.max_value("robotstxt/backoff/longest_pause", round(pause, 3))
+        self._store.pause_later(origin, now + pause)
+        logger.info(
+            "%s answered %s: its requests wait %.1f s (%s)",
+            origin,
+            response.status,
+            pause,
+            why,
+            extra={"spider": self._crawler.spider},
+        )
+
+
+def retry_after(value: bytes, now: float) -> float | None:
+    """Seconds a ``Retry-After`` value asks to wait (RFC 9110 §10.2.3: seconds, or an HTTP date); None if unreadable."""
+    text = to_unicode(value, errors="replace").strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        return max(0.0, parsedate_to_datetime(text).timestamp() - now)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None

@@ -1,0 +1,36 @@
+"""Backoff shared through Redis: one worker's 429 pauses the site for every worker."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import pytest_twisted
+
+from .redisserver import workers
+from .sites import LoopbackSite, Page, robots
+
+pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_workers_429_pauses_the_site_for_every_worker(sites, redis_server):
+    """Issue 28: a site answering 429 with Retry-After: 2 to one request gets no request of any worker
+    within 2 s after it (but for what a peer sent before it could learn of the pause, 0.2 s at most plus a
+    round trip)."""
+    chain = {f"/q{i}": Page(f'<a href="/q{i + 1}">next</a>'.encode(), delay=0.15) for i in range(25)}
+    limited = Page(b"slow down", status=429, headers={"Retry-After": "2"})
+    (site,) = sites(
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow:\n"), "/p0": [limited, Page()], **chain})
+    )
+    results = await workers(redis_server.url, [site.url("/q0")], [site.url("/p0")], last_after=1.5)
+    for _, err, code in results:
+        assert code == 0, err.decode()[-3000:]
+    stats = [json.loads(out.decode().strip().splitlines()[-1]) for out, _, _ in results]
+    incident = next(t for t, path in site.log if path == "/p0")
+    later = [t - incident for t, path in site.log if t > incident and path != "/robots.txt"]
+    assert not [gap for gap in later if 0.6 < gap < 1.95], later
+    assert later and later[-1] >= 2, "the crawl went on after the pause"
+    assert sum(s.get("robotstxt/backoff/incidents", 0) for s in stats) == 1
+    assert site.paths().count("/p0") == 2, "RetryMiddleware still retried the request"
