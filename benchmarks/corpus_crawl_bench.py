@@ -32,8 +32,8 @@ its peak RSS growth (``VmHWM`` at the end minus its value before the crawl).
     .venv/bin/python benchmarks/corpus_crawl_bench.py [--corpus DIR] [--origins N[,N...]]
         [--rounds N] [--concurrency N] [--configs paced,unpaced,stock] [--profile CONFIG] [--json PATH]
 
-``--corpus`` defaults to /work/shared/corpus/robotstxt when it exists, else
-the generated corpus of corpus.py. ``--origins`` defaults to 800 (spread evenly
+``--corpus`` defaults to $BENCH_CORPUS when set, else the generated
+corpus of corpus.py. ``--origins`` defaults to 800 (spread evenly
 over the corpus, 6,400 URLs): on a shared 2-core machine Scrapy 2.19 makes
 only ~180 pages/s here (CPU-bound; most of it Scrapy's own per-response work,
 e.g. ``scrapy.utils.asyncio._parallel_asyncio`` starting CONCURRENT_ITEMS
@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -61,7 +62,6 @@ from urllib.parse import urlsplit
 import benchjson
 import corpus
 
-SHARED_CORPUS = Path("/work/shared/corpus/robotstxt")
 DEFAULT_ORIGINS = 800
 ADDRESSES = 249  # 127.0.0.2 .. 127.0.0.250
 BASE_PORT = 27300
@@ -110,7 +110,9 @@ def is_paced(index: int) -> bool:
 
 
 def default_corpus() -> Path | None:
-    return SHARED_CORPUS if SHARED_CORPUS.is_dir() else None
+    """$BENCH_CORPUS, a folder of real robots.txt files, if set; else the generated corpus."""
+    folder = os.environ.get("BENCH_CORPUS")
+    return Path(folder) if folder and Path(folder).is_dir() else None
 
 
 def select(folder: Path | None, origins: int) -> list[bytes]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import re
 import statistics
 import time
@@ -48,13 +49,14 @@ PATHS = (
     "/cart",
     "/images/products/photo-800x600.jpg",
 )
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "robotstxt"
+#: Where --corpus defaults to: $BENCH_CORPUS, a folder of real robots.txt files, if set.
+DEFAULT_CORPUS = Path(os.environ.get("BENCH_CORPUS", "generated"))
 Corpus = list[tuple[bytes, list[str]]]
 
 
 def load_corpus(folder: Path) -> Corpus:
     if not folder.is_dir():
-        print(f"{folder} not found: using a generated corpus")
+        print(f"{folder}: not a folder of robots.txt files, using a generated corpus")
     named = corpus.load(folder if folder.is_dir() else None)
     return [(body, [f"https://{name}{p}" for p in PATHS]) for name, body in named]
 
