@@ -15,6 +15,7 @@ from weakref import WeakKeyDictionary, WeakSet
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.utils.conf import build_component_list
+from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.python import to_unicode
 
@@ -128,6 +129,7 @@ class RobotsTxtMiddleware:
         )
         # Requests returned to the scheduler when the spider closed.
         self._sent_back: WeakSet[Request] = WeakSet()
+        self._learning = 0  # origins being made known for the sitemap mixin, outside any download
         crawler.signals.connect(self._keep_open_while_fetching, signal=signals.spider_idle)
         _OF_CRAWLER[crawler] = self
 
@@ -235,6 +237,23 @@ class RobotsTxtMiddleware:
             raise
         return None
 
+    async def learn(self, request: Request) -> None:
+        """Make *request*'s origin known, fetching its robots.txt if need be, and so announce its sitemaps
+        (:data:`~scrapy_robots_coccoc.signals.robotstxt_sitemaps_found`); nothing is downloaded for *request*
+        itself. Raises :class:`OriginUnavailable` or :class:`RobotsTxtFault`, as a downloaded request would end."""
+        self._learning += 1
+        try:
+            origin = self._origin_of(request)
+            state = self._origins.known(origin, request)
+            if state is None:
+                state = await maybe_deferred_to_future(self._origins.waiter(origin, request))
+        except SpiderClosing as closing:
+            raise RobotsTxtFault(str(closing)) from None
+        finally:
+            self._learning -= 1
+        if state.unavailable:
+            raise OriginUnavailable(f"robots.txt of {origin} did not answer: site unavailable for now")
+
     def drop_if_forbidden(self, request: Request) -> bool:
         """Drop *request*, as :meth:`process_request` would, if its origin's rules are known here and forbid
         it; True when dropped. Nothing is fetched or waited for: an unknown origin is left to the downloader."""
@@ -304,7 +323,7 @@ class RobotsTxtMiddleware:
         return to_unicode(agent, errors="replace")  # a header may hold any bytes
 
     def _keep_open_while_fetching(self) -> None:
-        if self._origins.busy:
+        if self._origins.busy or self._learning:
             raise DontCloseSpider
 
 

@@ -11,15 +11,19 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.conf import build_component_list
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import load_object
 
 from ._crawl.compat import engine_closing, sitemap_callbacks, sitemap_parser
 from ._crawl.origins import InvalidOrigin, origin_of, robots_url
 from ._crawl.parse import parsed
+from ._crawl.sitemaplist import MAX_SITEMAPS, listed_sitemaps
 from .exceptions import RobotsTxtOnly
+from .middleware import RobotsTxtMiddleware, of_crawler
 from .signals import robotstxt_sitemaps_found
 
 if TYPE_CHECKING:
@@ -39,30 +43,14 @@ logger = logging.getLogger(__name__)
 SCOPES = ("site", "allowed_domains", "any")
 #: Declined (origin, sitemap) pairs remembered; one forgotten (oldest first) is only counted again.
 MAX_DECLINED = 100_000
-#: At most this many sitemaps of one robots.txt are handed to spiders, so that
-#: a hostile list cannot hold the reactor; real ones list far fewer.
-MAX_SITEMAPS = 1000
 #: Without our middleware, origins whose robots.txt the mixin requested are remembered; one forgotten (oldest
 #: first) has its robots.txt requested again, and its sitemaps, seen already, are not.
 MAX_ORIGINS = 100_000
 
 
-def listed_sitemaps(base: str, urls: list[str]) -> list[str]:
-    """The first MAX_SITEMAPS of *urls*, resolved against *base*, without duplicates or unparsable ones."""
-    resolved = []
-    for url in urls[:MAX_SITEMAPS]:
-        try:
-            resolved.append(urljoin(base, url))
-        except ValueError:  # an unclosed IPv6 bracket, say
-            continue
-    return list(dict.fromkeys(resolved))
-
-
 def middleware_missing(settings: BaseSettings) -> str | None:
     """Why :class:`~scrapy_robots_coccoc.RobotsTxtMiddleware` does not run in a crawl with *settings*, None if
     it does: read as Scrapy builds downloader middlewares, whichever import path names it."""
-    from .middleware import RobotsTxtMiddleware  # which imports this module
-
     if not settings.getbool("ROBOTSTXT_OBEY"):
         return "ROBOTSTXT_OBEY is False"
     enabled = build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
@@ -157,7 +145,7 @@ class RobotsSitemapMixin(_MixinBase):
         for url in self.sitemap_urls:
             if urlsplit(url).path == "/robots.txt":
                 seed = self._robots_seed(url)
-                if seed is not None:
+                if seed is not None and not self._learnt(seed):
                     yield seed
             else:
                 self._robots_sitemaps_seen.add(url)
@@ -166,8 +154,24 @@ class RobotsSitemapMixin(_MixinBase):
             yield Request(url, dont_filter=True)
         for origin in self.robots_sitemap_origins:
             seed = self._robots_seed(origin if "://" in origin else f"https://{origin}")
-            if seed is not None:
+            if seed is not None and not self._learnt(seed):
                 yield seed
+
+    def _learnt(self, seed: Request) -> bool:
+        """Through our middleware, have it make the seed's origin known without a download (a seed sent as a
+        ``robotstxt_only`` request would end as an exception in Scrapy's downloader stats); False without it."""
+        middleware = of_crawler(self.crawler) if self._robots_via_middleware else None
+        if middleware is None:
+            return False
+
+        async def learn() -> None:
+            try:
+                await middleware.learn(seed)
+            except IgnoreRequest as exc:
+                self._seed_failed(seed.url, exc)
+
+        deferred_from_coro(learn())
+        return True
 
     def _robots_origin_reached(self, request: Request, **kwargs: Any) -> None:
         """Without our middleware: schedule the robots.txt of a response's origin, the first time one comes."""

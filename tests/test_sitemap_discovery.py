@@ -231,3 +231,17 @@ def test_mixin_behind_sitemapspider_says_so():
 async def test_a_scope_given_as_spider_argument_is_checked_too():
     with pytest.raises(ValueError, match=r"ProductSpider.robots_sitemap_scope must be one of .*, not 'everywhere'"):
         await crawl(spider=ProductSpider, robots_sitemap_scope="everywhere")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_seed_that_did_its_job_is_no_exception_in_the_stats(sites):
+    """Issue 27, finding 2: through our middleware the seed of robots_sitemap_origins was a robotstxt_only
+    request, and appeared as downloader/exception_type_count/scrapy_robots_coccoc.exceptions.RobotsTxtOnly: 1,
+    which reads as an error. The mixin now asks the middleware to make the origin known, with no download."""
+    (site,) = sites(LoopbackSite())
+    shop(site)
+    crawler = await crawl(spider=ProductSpider, robots_sitemap_origins=[site.address])
+    assert sorted(crawler.spider.products) == sorted(site.url(p) for p in PRODUCTS[:4])
+    assert not [key for key in crawler.stats.get_stats() if "RobotsTxtOnly" in key], crawler.stats.get_stats()
+    assert site.paths().count("/robots.txt") == 1
+    assert stat(crawler, "robotstxt/sitemaps/seed_failed") is None

@@ -16,12 +16,12 @@ from twisted.internet.defer import Deferred
 
 from ..exceptions import RobotsTxtFault
 from ..signals import robotstxt_sitemaps_found
-from ..sitemaps import MAX_SITEMAPS, listed_sitemaps
 from ..stores import OriginState
 from . import compat, loop
 from .fetcher import LocalFault, Rules, Unrestricted, describe
 from .origins import robots_url
 from .parking import SpiderClosing
+from .sitemaplist import MAX_SITEMAPS, listed_sitemaps
 
 if TYPE_CHECKING:
     from collections.abc import Callable
