@@ -1,12 +1,20 @@
-"""``RobotsTxtSpiderMiddleware``: drop the spider's requests that robots.txt forbids before they are queued."""
+"""``RobotsTxtSpiderMiddleware``: drop the spider's requests that robots.txt forbids before they are queued,
+and, with ``ROBOTSTXT_PAGE_ROBOTS``, obey page-level robots (``X-Robots-Tag``, robots ``<meta>`` tags)."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
+from scrapy.http import HtmlResponse
+from scrapy.utils.python import to_unicode
 
+from ._crawl import settings as _settings
+from ._parser.pagerobots import page_directives
+from ._parser.useragent import robot_name
 from .middleware import of_crawler
 
 if TYPE_CHECKING:
@@ -16,46 +24,99 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from typing_extensions import Self
 
+logger = logging.getLogger(__name__)
+
 
 class RobotsTxtSpiderMiddleware:
     """Drops requests whose origin's rules :class:`~scrapy_robots_coccoc.RobotsTxtMiddleware` already knows
     and which they forbid, so that they never travel the scheduler (nor a shared scrapy-redis queue): same
     stats, DEBUG line and signal as at the downloader, plus ``robotstxt/forbidden/before_queue``. Requests of
     origins not known yet pass untouched, to be decided at the downloader; no errback is called for a
-    request dropped here, as it was never scheduled."""
+    request dropped here, as it was never scheduled.
+
+    With :confval:`ROBOTSTXT_PAGE_ROBOTS`, it also reads each response's page-level robots directives
+    (``X-Robots-Tag``, robots ``<meta>`` tags) into ``response.meta["robots_directives"]`` and drops the
+    requests a ``nofollow`` page yields (:doc:`../usage/page-robots`)."""
 
     def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("ROBOTSTXT_OBEY"):
+        settings = crawler.settings
+        if not settings.getbool("ROBOTSTXT_OBEY"):
             raise NotConfigured
         self._crawler = crawler
+        self._stats = crawler.stats
+        self._page_robots = settings.getbool("ROBOTSTXT_PAGE_ROBOTS", False)
+        self._user_agent = _settings.user_agent(settings)
+        self._default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
+        # Each response's directives, read once: process_spider_input may not run for it (an earlier
+        # middleware raised), and response.meta may hold a copy from the page that linked to it.
+        self._directives: WeakKeyDictionary[Response, frozenset[str]] = WeakKeyDictionary()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
+    def process_spider_input(self, response: Response, spider: object = None) -> None:
+        if self._page_robots:
+            self._directives_of(response)
+
     def process_spider_output(self, response: Response, result: Iterable[Any], spider: object = None) -> Iterable[Any]:
+        nofollow = self._nofollow_page(response)
         for item in result:
-            if not self._dropped(item):
+            if not self._dropped(item, nofollow):
                 yield item
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: object = None
     ) -> AsyncIterator[Any]:
+        nofollow = self._nofollow_page(response)
         async for item in result:
-            if not self._dropped(item):
+            if not self._dropped(item, nofollow):
                 yield item
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         async for item in start:
-            if not self._dropped(item):
+            if not self._dropped(item, None):
                 yield item
 
     def process_start_requests(self, start: Iterable[Any], spider: object = None) -> Iterable[Any]:
         # Defined beside process_start, so that middlewares with only this one may still be combined with ours.
         yield from self.process_spider_output(None, start)  # type: ignore[arg-type]
 
-    def _dropped(self, item: Any) -> bool:
+    def _dropped(self, item: Any, nofollow: str | None) -> bool:
         if not isinstance(item, Request):
             return False
+        if nofollow is not None and not item.meta.get("dont_obey_robotstxt"):
+            self._stats.inc_value("robotstxt/page/nofollow_dropped")
+            logger.debug(
+                "Dropped (nofollow: %(page)s): %(request)s",
+                {"page": nofollow, "request": item},
+                extra={"spider": self._crawler.spider},
+            )
+            return True
         middleware = of_crawler(self._crawler)
         return middleware is not None and middleware.drop_if_forbidden(item)
+
+    def _nofollow_page(self, response: Response | None) -> str | None:
+        """The URL of *response* when its links are not to be followed, else None."""
+        if not self._page_robots or response is None:
+            return None
+        return response.url if "nofollow" in self._directives_of(response) else None
+
+    def _directives_of(self, response: Response) -> frozenset[str]:
+        directives = self._directives.get(response)
+        if directives is None:
+            # Meta tags are read from HTML alone: elsewhere "<meta" is no tag.
+            body = response.body if isinstance(response, HtmlResponse) else None
+            directives = page_directives(response.headers.getlist(b"X-Robots-Tag"), body, self._robot_of(response))
+            self._directives[response] = directives
+            if response.request is not None:  # response.meta is its request's
+                response.meta["robots_directives"] = directives
+        return directives
+
+    def _robot_of(self, response: Response) -> str:
+        """The name of the robot the response's request obeyed robots.txt as (the downloader middleware's rule)."""
+        request = response.request
+        agent = (request.meta.get("robotstxt_user_agent") if request is not None else None) or self._user_agent
+        if not agent:
+            agent = (request.headers.get(b"User-Agent") if request is not None else None) or self._default_user_agent
+        return robot_name(to_unicode(agent, errors="replace"))
