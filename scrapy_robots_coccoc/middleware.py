@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary, WeakSet
+from weakref import WeakKeyDictionary, WeakSet, ref
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: The middleware of each running crawler, for RobotsTxtSpiderMiddleware.
-_OF_CRAWLER: WeakKeyDictionary[Crawler, RobotsTxtMiddleware] = WeakKeyDictionary()
+_OF_CRAWLER: WeakKeyDictionary[Crawler, ref[RobotsTxtMiddleware]] = WeakKeyDictionary()
 
 # The dont_filter of a request sent back to the scheduler at close.
 _SENT_BACK_DONT_FILTER = "_robotstxt_dont_filter"
@@ -131,7 +131,7 @@ class RobotsTxtMiddleware:
         self._sent_back: WeakSet[Request] = WeakSet()
         self._learning = 0  # origins being made known for the sitemap mixin, outside any download
         crawler.signals.connect(self._keep_open_while_fetching, signal=signals.spider_idle)
-        _OF_CRAWLER[crawler] = self
+        _OF_CRAWLER[crawler] = ref(self)  # a strong value would keep its crawler (the key) alive
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -208,10 +208,7 @@ class RobotsTxtMiddleware:
                 # The request only wanted the origin's robots.txt known (the
                 # sitemap mixin seeds a crawl this way): nothing to download.
                 raise RobotsTxtOnly(f"robots.txt of {origin} known; robotstxt_only request not downloaded")
-            if self._backoff is not None:
-                await self._backoff.wait(request, origin)
-            if self._delays is not None and state.robots is not None:
-                await self._delays.wait_turn(request, origin, state.robots, self._crawl_agent)
+            await self._wait_to_start(request, origin, state)
         except SpiderClosing:
             if request not in self._sent_back:
                 # Back to the scheduler: a persistent one keeps it for the next run.
@@ -283,6 +280,19 @@ class RobotsTxtMiddleware:
         if self._delays is not None:
             self._delays.left(request)
 
+    async def _wait_to_start(self, request: Request, origin: str, state: OriginState) -> None:
+        """Wait out the origin's pause, then its Crawl-delay turn; a pause that began meanwhile is waited out
+        too, the turn given back."""
+        while True:
+            if self._backoff is not None:
+                await self._backoff.wait(request, origin)
+            if self._delays is not None and state.robots is not None:
+                await self._delays.wait_turn(request, origin, state.robots, self._crawl_agent)
+            if self._backoff is None or not self._backoff.paused(origin):
+                return
+            if self._delays is not None:
+                self._delays.left(request)
+
     def _fetched(self, origin: str, robots: RobotsTxt) -> None:
         """A robots.txt fetched here is a request to its site: the first page waits its Crawl-delay after it."""
         if self._delays is not None:
@@ -329,4 +339,5 @@ class RobotsTxtMiddleware:
 
 def of_crawler(crawler: Crawler) -> RobotsTxtMiddleware | None:
     """The crawler's RobotsTxtMiddleware, None when it is not enabled."""
-    return _OF_CRAWLER.get(crawler)
+    middleware = _OF_CRAWLER.get(crawler)
+    return None if middleware is None else middleware()

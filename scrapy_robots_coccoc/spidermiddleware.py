@@ -75,6 +75,9 @@ class RobotsTxtSpiderMiddleware:
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         async for item in start:
+            if isinstance(item, Request):
+                # As Scrapy's StartSpiderMiddleware (25) will, which sees start requests after us.
+                item.meta.setdefault("is_start_request", True)
             if not self._dropped(item, None):
                 yield item
 

@@ -34,3 +34,16 @@ async def test_one_workers_429_pauses_the_site_for_every_worker(sites, redis_ser
     assert later and later[-1] >= 2, "the crawl went on after the pause"
     assert sum(s.get("robotstxt/backoff/incidents", 0) for s in stats) == 1
     assert site.paths().count("/p0") == 2, "RetryMiddleware still retried the request"
+
+
+def test_a_short_pause_does_not_cut_the_life_of_a_long_one(redis_server):
+    """A review: every pause set the TTL of the one sorted set holding them all, so a 1 s pause of one
+    origin cut a 1 h pause of another to a minute, and workers joining later never learnt of it."""
+    from scrapy_robots_coccoc.stores.redisclient import SCRIPTS
+
+    client, pauses = redis_server.client, "robotstxt:pauses"
+    client.flushall()
+    client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://a:443", "1", 3660)
+    client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://b:443", "1", 61)
+    assert client.ttl(pauses) > 3600
+    assert client.zscore(pauses, "https://a:443") == 4000000000

@@ -64,3 +64,18 @@ async def test_the_addon_enables_it(sites):
     settings = {"ADDONS": {"scrapy_robots_coccoc.Addon": 0}, "ROBOTSTXT_USER_AGENT": "coccocbot-web"}
     crawler = await crawl({**settings, "DOWNLOADER_MIDDLEWARES": {}}, urls=[site.url("/")])
     assert stat(crawler, "robotstxt/forbidden/before_queue") == 50
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_middlewares_of_a_finished_crawl_keep_no_crawler_alive(sites):
+    """A review: the registry that lets the spider middleware find the downloader middleware held the
+    middleware strongly, and through it its crawler: a process running crawl after crawl kept them all."""
+    import gc
+    import weakref
+
+    (site,) = sites(linking_site())
+    crawler = await crawl(FILTER, urls=[site.url("/")])
+    gone = weakref.ref(crawler)
+    del crawler
+    gc.collect()
+    assert gone() is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from scrapy.http.headers import Headers
 
 logger = logging.getLogger(__name__)
+
+_DIGITS = re.compile(r"[0-9]+")
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: Meta keys of the page's request that its robots.txt request carries, so it leaves the way the page would.
@@ -297,25 +300,23 @@ class RobotsTxtFetcher:
 
 
 def cache_lifetime(headers: Headers) -> float | None:
-    """Seconds the response may be kept by its ``Cache-Control`` (``max-age``; ``no-cache`` and ``no-store``
-    are 0) or else its ``Expires`` (RFC 9111 §4.2.1); None when it says nothing readable."""
+    """Seconds the response asks to be kept: its ``Cache-Control: max-age``, else what its ``Expires`` leaves
+    after its ``Date`` (RFC 9111 §4.2.1); None when it says nothing usable. As Google does, ``no-cache`` and
+    ``no-store`` are not read, nor an ``Expires`` already past: web frameworks send them on every page."""
     directives: dict[str, str] = {}
     for value in headers.getlist(b"Cache-Control"):
         for directive in to_unicode(value, errors="replace").split(","):
             name, _, argument = directive.strip().partition("=")
             directives[name.strip().lower()] = argument.strip().strip('"')
-    if "no-store" in directives or "no-cache" in directives:
-        return 0.0
     if "max-age" in directives:
-        return float(directives["max-age"]) if directives["max-age"].isdigit() else 0.0
+        return float(directives["max-age"]) if _DIGITS.fullmatch(directives["max-age"]) else None
     expires = headers.get(b"Expires")
-    if expires is None:
-        return None
-    expires_at = _http_date(expires)
+    expires_at = None if expires is None else _http_date(expires)
     if expires_at is None:
-        return 0.0  # an invalid Expires means already expired (RFC 9111 §5.3)
+        return None
     date = _http_date(headers.get(b"Date") or b"")
-    return max(0.0, expires_at - (date if date is not None else time.time()))
+    lifetime = expires_at - (date if date is not None else time.time())
+    return lifetime if lifetime > 0 else None
 
 
 def _http_date(value: bytes) -> float | None:

@@ -110,6 +110,10 @@ def process_pauses(max_origins: int) -> Pauses:
     return _PROCESS_PAUSES
 
 
+#: A delay honoured over the cap is still kept to this: one site must not hold a crawl open for days.
+HONOURED_AT_MOST = 3600.0
+
+
 class CrawlDelays:
     """Paces each origin by the stricter of its Crawl-delay and Request-rate, capped at ROBOTSTXT_MAX_CRAWL_DELAY.
 
@@ -152,7 +156,7 @@ class CrawlDelays:
     def delay_for(self, robots: RobotsTxt, agent: str) -> tuple[float, float]:
         """The delay *robots* asks of *agent*, as written and as kept (see ``_parser.delay``)."""
         asked = asked_delay(robots, agent)[0]
-        return asked, kept_delay(asked, math.inf if self._over_cap == "honour" else self._max_delay)
+        return asked, kept_delay(asked, HONOURED_AT_MOST if self._over_cap == "honour" else self._max_delay)
 
     def skipped(self, robots: RobotsTxt, agent: str) -> float | None:
         """The delay asked when it is over the cap and the origin is to be skipped, else None."""

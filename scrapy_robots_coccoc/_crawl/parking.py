@@ -61,14 +61,15 @@ class Parking:
     def __len__(self) -> int:
         return len(self._waiting) + len(self._returning)
 
-    async def wait(self, request: Request, deferred: Deferred[T], *, park: bool = True) -> T:
-        """Wait for *deferred*, parked if *park*, the request holds a place and the bound allows; raise
-        :class:`SpiderClosing` if the spider closes meanwhile."""
+    async def wait(self, request: Request, deferred: Deferred[T], *, park: bool = True, bounded: bool = True) -> T:
+        """Wait for *deferred*, parked if *park*, the request holds a place and the bound allows (unless not
+        *bounded*); raise :class:`SpiderClosing` if the spider closes meanwhile."""
         engine = self._crawler.engine
         assert engine is not None
         active = compat.downloader_active(engine)
         closing = compat.engine_closing(engine)
-        parks = park and not closing and request in active and len(self._parked) < self._max_parked
+        room = not bounded or len(self._parked) < self._max_parked
+        parks = park and not closing and request in active and room
         self._waiting[request] = deferred
         if closing:
             # Nothing to wait for: leave as every waiting request left.
