@@ -114,12 +114,17 @@ def test_matching_stays_linear():
 
 
 def test_a_run_of_stars_is_one_star():
-    # Walked piece by empty piece, 500,000 stars took 42 ms a check.
+    """Walked piece by empty piece, 500,000 stars took 42 ms a check. The
+    best of three explanations stays under 15 ms: one alone takes 2-3 ms, and
+    took up to 10 ms on a loaded machine against the 5 ms bound it had."""
     robots = RobotsTxt.parse(b"User-agent: *\nDisallow: /*" + b"*" * 500_000 + b"b\n")
     robots.allowed("/xb", WEB)
-    start = time.perf_counter()
-    decision = robots.explain("/xb", WEB)
-    assert time.perf_counter() - start < 0.005
+    timings = []
+    for _ in range(3):
+        start = time.perf_counter()
+        decision = robots.explain("/xb", WEB)
+        timings.append(time.perf_counter() - start)
+    assert min(timings) < 0.015, timings
     assert not decision.allowed and decision.rule.pattern == "/" + "*" * 500_001 + "b"
     assert robots.allowed("/xc", WEB)
 

@@ -12,7 +12,7 @@ from scrapy.spiders import SitemapSpider
 
 from scrapy_robots_coccoc import RobotsSitemapMixin, RobotsTxt
 
-from .crawling import ProductSpider, bounded_crawl, crawl, stat
+from .crawling import ProductSpider, bounded_crawl, collector_frozen, crawl, stat
 from .redisserver import free_port
 from .sites import LISTED, LoopbackSite, robots, shop, urlset, xml
 
@@ -307,18 +307,40 @@ def test_scope_compares_host_names_as_requested():
         _idna("a" * 64 + "ữ.vn")  # a label IDNA refuses
 
 
+class ProbedProductSpider(ProductSpider):
+    """Probes the reactor from its start until it closes: Scrapy's start-up
+    is not ours to measure."""
+
+    async def start(self):
+        from scrapy import signals
+
+        from .redis_worker import LagProbe
+
+        self.probe = LagProbe().start()
+        self.crawler.signals.connect(self.probe.stop, signal=signals.spider_closed, weak=False)
+        async for request in super().start():
+            yield request
+
+
 @pytest_twisted.ensureDeferred
 async def test_a_robotstxt_of_thousands_of_sitemaps_does_not_stall_the_crawl(sites, caplog):
-    from .redis_worker import LagProbe
+    """500 KiB of "Sitemap:/sN" lines list 32,694 sitemaps: resolving and
+    handing over all of them held the reactor for 1.5 s, and still holds its
+    thread 0.4-0.6 s (of CPU time) without the MAX_SITEMAPS cap. Handed the
+    first 1,000, the reactor's thread never works 0.2 s on end.
 
+    The bound is on the CPU time the reactor's thread spends between two
+    ticks of the probe, the test session's heap frozen out of the collector:
+    the wall-clock lateness bounded before (0.3 s) was broken at 0.33-0.46 s
+    on a loaded machine by waits for a core and by full collections, neither
+    of them work of the crawl."""
     (site,) = sites(LoopbackSite())
     listed = [f"Sitemap:/s{i}\n" for i in range(40_000)]  # 500 KiB of them
     site.pages["/robots.txt"] = robots("".join(listed))
-    probe = LagProbe().start()
-    with caplog.at_level(logging.DEBUG, logger="scrapy_robots_coccoc"):
-        crawler = await crawl(spider=ProductSpider, robots_sitemap_origins=[site.address])
-    worst = probe.stop()
-    assert worst < 0.3, f"the reactor stalled for {worst:.2f} s"  # 1.5 s when all 32,694 were handed over
+    with caplog.at_level(logging.DEBUG, logger="scrapy_robots_coccoc"), collector_frozen():
+        crawler = await crawl(spider=ProbedProductSpider, robots_sitemap_origins=[site.address])
+    worst = crawler.spider.probe.worst_cpu
+    assert worst < 0.2, f"the reactor's thread worked {worst:.2f} s on end"
     handed = 1000
     total = len(RobotsTxt.parse(site.pages["/robots.txt"].body).sitemaps)  # what the 500 KiB cut leaves
     assert stat(crawler, "robotstxt/sitemaps/not_handed_over") == total - handed
