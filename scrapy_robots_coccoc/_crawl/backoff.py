@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+TOO_MANY_REQUESTS = 429
 
 
 class Backoff:
@@ -75,11 +76,14 @@ class Backoff:
             await self._parking.wait(request, deferLater(loop.clock(), delay), bounded=False)
 
     def _downloaded(self, response: Response, request: Request, spider: object = None) -> None:
-        if request.meta.get("dont_obey_robotstxt") and not request.meta.get("robotstxt_fetch"):
-            return  # an unobeyed request asks for no politeness; a robots.txt request does pause its site
+        fetch = request.meta.get("robotstxt_fetch")
+        if request.meta.get("dont_obey_robotstxt") and not fetch:
+            return  # an unobeyed request asks for no politeness
         header = response.headers.get(b"Retry-After")
         if response.status not in self._statuses and header is None:
             return
+        if fetch and header is None and response.status != TOO_MANY_REQUESTS:
+            return  # a robots.txt 5xx decides the rules (RFC 9309 §2.3.1.4); only a rate limit pauses the site
         try:
             origin = origin_of(request)
         except InvalidOrigin:
