@@ -154,3 +154,40 @@ def test_the_dns_cache_is_where_moved_to_reads_it():
     from scrapy import resolver
 
     assert resolver.dnscache is _compat.dnscache and hasattr(resolver.dnscache, "get")
+
+
+def test_sitemap_follow_is_where_the_mixin_reads_it():
+    class Shop(SitemapSpider):
+        name = "shop"
+        sitemap_follow = ["/products"]
+
+    (pattern,) = _compat.sitemap_follow(Shop())
+    assert pattern.search("https://x/products.xml") and not pattern.search("https://x/blog.xml"), (
+        "SitemapSpider._follow changed shape: update _compat.sitemap_follow"
+    )
+
+
+def test_a_response_given_up_past_download_maxsize_is_recognised():
+    """HttpCompressionMiddleware's refusal as it raises it, and the message
+    of a download cancelled over its announced size; nothing else."""
+    import gzip
+
+    from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
+    from scrapy.exceptions import IgnoreRequest
+    from scrapy.http import Response
+    from scrapy.utils.test import get_crawler
+    from twisted.internet.defer import CancelledError
+
+    crawler = get_crawler(Spider)
+    middleware = HttpCompressionMiddleware.from_crawler(crawler)
+    request = Request("http://example.com/s.xml", meta={"download_maxsize": 100})
+    response = Response(request.url, body=gzip.compress(bytes(1000)), headers={"Content-Encoding": "gzip"})
+    # The spider argument: required before Scrapy 2.14, deprecated after.
+    spider = (Spider("s"),) if _compat.SCRAPY_VERSION < (2, 14) else ()
+    with pytest.raises(IgnoreRequest) as raised:
+        middleware.process_response(request, response, *spider)
+    assert _compat.over_download_bound(raised.value), "HttpCompressionMiddleware's refusal changed"
+    cancelled = "Cancelling download of x: expected response size (9) larger than download max size (5)."
+    assert _compat.over_download_bound(CancelledError(cancelled))
+    assert not _compat.over_download_bound(IgnoreRequest("forbidden by robots.txt"))
+    assert not _compat.over_download_bound(CancelledError())

@@ -17,9 +17,12 @@ from scrapy.core.downloader import Downloader, Slot
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.core.engine import ExecutionEngine
 from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
+from scrapy.exceptions import IgnoreRequest
 from scrapy.resolver import dnscache
 from scrapy.spiders import SitemapSpider
+from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import CancelledError
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -45,6 +48,11 @@ _TUNNEL_STATUS = re.compile(r"\[\{'status': (\d{3}),")
 
 #: Scrapy's ``robots_parsed`` signal (2.18+); None where Scrapy has none.
 ROBOTS_PARSED: object | None = getattr(scrapy_signals, "robots_parsed", None)
+
+#: What a download cancelled over ``download_maxsize`` fails with: Twisted's error, Scrapy's own from 2.14.
+_DOWNLOAD_CANCELLED: tuple[type[BaseException], ...] = tuple(
+    error for error in (CancelledError, getattr(scrapy.exceptions, "DownloadCancelledError", None)) if error
+)
 
 
 class ScrapyIncompatible(RuntimeError):
@@ -196,3 +204,17 @@ def sitemap_callbacks(spider: SitemapSpider) -> list[tuple[re.Pattern[str], Call
 def sitemap_parser(spider: SitemapSpider) -> Callable[[Response], Iterable[Any]]:
     """``SitemapSpider._parse_sitemap``: the callback for a sitemap or sitemap index."""
     return spider._parse_sitemap
+
+
+def sitemap_follow(spider: SitemapSpider) -> list[re.Pattern[str]]:
+    """``SitemapSpider._follow``: the compiled ``sitemap_follow``."""
+    return spider._follow
+
+
+def over_download_bound(exc: BaseException) -> bool:
+    """Whether *exc* is Scrapy giving a response up past its ``download_maxsize``: HttpCompressionMiddleware's
+    ``IgnoreRequest`` from ``_DecompressionMaxSizeExceeded``, or a download cancelled over its announced size
+    (Twisted's ``CancelledError`` before Scrapy 2.14, ``DownloadCancelledError`` after)."""
+    if isinstance(exc, IgnoreRequest):
+        return isinstance(exc.__cause__, _DecompressionMaxSizeExceeded)
+    return isinstance(exc, _DOWNLOAD_CANCELLED) and "max size" in str(exc)
