@@ -1,27 +1,41 @@
 """``RobotsSitemapMixin``: crawl the sitemaps robots.txt files list, with
 Scrapy's ``SitemapSpider`` machinery: through our middleware, which fetches
-each robots.txt once, or without it by requesting robots.txt itself."""
+each robots.txt once, or without it by requesting robots.txt itself. Every
+sitemap the mixin requests is read as a stream within the sitemaps
+protocol's bounds, and what sites list is held to the protocol's location
+rule."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from itertools import chain, islice
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 from scrapy import Request, signals
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import IgnoreRequest, StopDownload
+from scrapy.http import XmlResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.conf import build_component_list
-from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.misc import load_object
+from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
 
-from ._crawl.compat import engine_closing, sitemap_callbacks, sitemap_parser
+from ._crawl import settings as _settings
+from ._crawl.compat import engine_closing, over_download_bound, sitemap_callbacks, sitemap_follow
 from ._crawl.origins import InvalidOrigin, origin_of, robots_url
 from ._crawl.parse import parsed
 from ._crawl.sitemaplist import MAX_SITEMAPS, listed_sitemaps
+from ._crawl.sitemaplocation import Location
+from ._crawl.sitemaplocation import idna as _idna
+from ._crawl.sitemapreader import GZIP_MAGIC, SITEMAP_TYPES, SitemapReader
 from .exceptions import RobotsTxtOnly
 from .middleware import RobotsTxtMiddleware, of_crawler
 from .signals import robotstxt_sitemaps_found
@@ -29,6 +43,7 @@ from .signals import robotstxt_sitemaps_found
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.http.headers import Headers
     from scrapy.settings import BaseSettings
     from twisted.python.failure import Failure
     from typing_extensions import Self
@@ -46,6 +61,42 @@ MAX_DECLINED = 100_000
 #: Without our middleware, origins whose robots.txt the mixin requested are remembered; one forgotten (oldest
 #: first) has its robots.txt requested again, and its sitemaps, seen already, are not.
 MAX_ORIGINS = 100_000
+#: Sitemap URLs requested in the crawl, remembered so that none is requested twice whatever the duplicate filter
+#: does; one forgotten (oldest first) is left to the duplicate filter again.
+MAX_SITEMAPS_SEEN = 200_000
+#: Sitemaps a second robots.txt listed after the first had them requested, and at most this many such origins
+#: each: their URLs count as cross-submitted too.
+MAX_LATER_LISTED = 10_000
+MAX_LISTERS = 100
+
+#: The sitemaps protocol's bounds per sitemap or sitemap index (sitemaps.org): 50,000 URLs, 50 MB uncompressed.
+DEFAULT_MAX_URLS = 50_000
+DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+#: Sitemap indexes followed in a row: the protocol has none nested (1), some large sites nest one more level.
+DEFAULT_MAX_DEPTH = 2
+# A sitemap download may pass its byte bound by this much before Scrapy cancels it: the mixin stops it at the
+# bound itself (keeping what came), and a chunk may cross the bound by a network read.
+_DOWNLOAD_SLACK = 1024 * 1024
+# A sitemap body up to this size (uncompressed) is read in the reactor's thread, in a millisecond or so; a larger
+# or gzip one in a worker thread, so that the reactor runs on, a batch of this many requests at a time.
+_INLINE_BYTES = 64 * 1024
+_BATCH = 500
+# Scrapy takes the requests of a callback a hundred or two at a time before the reactor runs again, each through
+# the spider middlewares and the scheduler: the reading pauses every so many, so that the reactor runs meanwhile.
+_PAUSE_EVERY = 50
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class _Sitemap:
+    """What a sitemap request carries (request meta, so that it survives redirects and shared queues)."""
+
+    url: str  # as listed: the location its URLs are measured from
+    depth: int  # 0 when robots.txt or sitemap_urls lists it; +1 per sitemap index above it
+    # Origins whose robots.txt listed it (or the sitemap it descends from); None for the spider's own sitemaps.
+    listers: tuple[str, ...] | None
+    root: str  # the sitemap robots.txt or sitemap_urls listed, which it descends from
 
 
 def middleware_missing(settings: BaseSettings) -> str | None:
@@ -69,6 +120,13 @@ class RobotsSitemapMixin(_MixinBase):
     usual. Each sitemap URL is requested once per crawl. The sitemaps come
     from the robots.txt files :class:`~scrapy_robots_coccoc.RobotsTxtMiddleware`
     fetches; without that middleware, the mixin requests robots.txt itself.
+
+    Every sitemap it requests (``sitemap_urls`` too) is read as a stream,
+    within ``ROBOTSTXT_SITEMAP_MAX_URLS`` entries and
+    ``ROBOTSTXT_SITEMAP_MAX_BYTES`` uncompressed, through at most
+    ``ROBOTSTXT_SITEMAP_MAX_DEPTH`` sitemap indexes; the URLs of a sitemap
+    robots.txt led to are used only within its location
+    (``robots_sitemap_location_rule``).
     """
 
     #: Sites whose robots.txt sitemaps seed the crawl, e.g. ``["https://example.com"]``.
@@ -78,9 +136,19 @@ class RobotsSitemapMixin(_MixinBase):
     robots_sitemap_scope: str = "site"
     #: At most this many sitemaps taken from one origin's robots.txt.
     robots_sitemap_max_per_site: int = 50
+    #: Whether the URLs of a sitemap robots.txt led to (directly or through
+    #: indexes) are held to the sitemaps protocol's location rule: under the
+    #: sitemap's own directory, or of a site whose robots.txt lists it.
+    robots_sitemap_location_rule: bool = True
 
-    # Sitemap URLs scheduled (or requested through sitemap_urls): never again.
-    _robots_sitemaps_seen: set[str]
+    # Hashes (small however long the URL) of the sitemap URLs requested: never again, whatever the dupefilter.
+    _robots_sitemaps_seen: dict[int, None]
+    # Origins whose robots.txt listed a sitemap after it was requested for another: cross-submitters too.
+    _robots_later_listers: dict[str, set[str]]
+    # The bounds of each sitemap read, from the settings.
+    _robots_max_urls: int
+    _robots_max_bytes: int
+    _robots_max_depth: int
     # Hashes (small however long the URL) of declined (origin, URL) pairs: a refresh
     # does not count them again, while another origin may still get the URL crawled.
     _robots_sitemaps_declined: dict[int, None]
@@ -116,7 +184,10 @@ class RobotsSitemapMixin(_MixinBase):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)
         _check_scope(cls.__name__, spider.robots_sitemap_scope)  # a spider argument may set it too
-        spider._robots_sitemaps_seen = set()
+        spider.robots_sitemap_location_rule = _flag(spider.robots_sitemap_location_rule)
+        spider._robots_sitemaps_seen = {}
+        spider._robots_later_listers = {}
+        spider._robots_read_bounds(crawler.settings)
         spider._robots_sitemaps_declined = {}
         spider._robots_sitemaps_per_origin = Counter()
         spider._robots_url_limit = crawler.settings.getint("URLLENGTH_LIMIT")
@@ -124,11 +195,19 @@ class RobotsSitemapMixin(_MixinBase):
         spider._robots_origins_requested = {}
         crawler.signals.connect(spider.robots_sitemaps_found, signal=robotstxt_sitemaps_found)
         crawler.signals.connect(spider._robots_spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(spider._robots_headers_received, signal=signals.headers_received)
+        crawler.signals.connect(spider._robots_bytes_received, signal=signals.bytes_received)
         return spider
+
+    def _robots_read_bounds(self, settings: BaseSettings) -> None:
+        self._robots_max_urls = _settings.count(settings, "ROBOTSTXT_SITEMAP_MAX_URLS", DEFAULT_MAX_URLS, minimum=1)
+        self._robots_max_bytes = _settings.count(settings, "ROBOTSTXT_SITEMAP_MAX_BYTES", DEFAULT_MAX_BYTES, minimum=1)
+        self._robots_max_depth = _settings.count(settings, "ROBOTSTXT_SITEMAP_MAX_DEPTH", DEFAULT_MAX_DEPTH)
 
     def _robots_spider_opened(self, **kwargs: Any) -> None:
         """Say which way the sitemaps come. Without our middleware, no robots.txt would reach the spider: the
         mixin then requests the robots.txt of each origin the crawl gets a response from."""
+        self._robots_read_bounds(self.crawler.settings)  # an add-on may have set them since from_crawler
         missing = middleware_missing(self.crawler.settings)
         self._robots_via_middleware = missing is None
         if missing is None:
@@ -148,8 +227,8 @@ class RobotsSitemapMixin(_MixinBase):
                 if seed is not None and not self._learnt(seed):
                     yield seed
             else:
-                self._robots_sitemaps_seen.add(url)
-                yield Request(url, callback=sitemap_parser(self))
+                self._robots_mark_seen(url)
+                yield self._robots_sitemap_request(url, _Sitemap(url, 0, None, url))
         for url in self.start_urls:
             yield Request(url, dont_filter=True)
         for origin in self.robots_sitemap_origins:
@@ -261,14 +340,17 @@ class RobotsSitemapMixin(_MixinBase):
         counts: Counter[str] = Counter()
         for url in sitemaps:
             key = hash((origin, url))
-            if url in self._robots_sitemaps_seen or key in self._robots_sitemaps_declined:
+            if self._robots_seen(url):
+                self._robots_listed_again(url, origin)
+                continue
+            if key in self._robots_sitemaps_declined:
                 continue
             counts["found"] += 1
             reason = "over_limit" if taken[origin] >= self.robots_sitemap_max_per_site else self._declined(site, url)
             if reason is None:
-                request = _request(url, sitemap_parser(self))
+                request = self._robots_listed_request(url, origin)
                 if request is not None:
-                    self._robots_sitemaps_seen.add(url)
+                    self._robots_mark_seen(url)
                     taken[origin] += 1
                     counts["scheduled"] += 1
                     self.crawler.engine.crawl(request)
@@ -325,19 +407,336 @@ class RobotsSitemapMixin(_MixinBase):
             return any(within(host, domain) for domain in map(_domain, domains) if domain)
         return within(host, site) or within(site, host)
 
+    # -- the sitemaps requested, and how each is read ----------------------------------------------------------
+
+    def _robots_seen(self, url: str) -> bool:
+        return hash(url) in self._robots_sitemaps_seen
+
+    def _robots_mark_seen(self, url: str) -> None:
+        seen = self._robots_sitemaps_seen
+        seen[hash(url)] = None
+        if len(seen) > MAX_SITEMAPS_SEEN:
+            del seen[next(iter(seen))]
+
+    def _robots_listed_again(self, url: str, origin: str) -> None:
+        """A robots.txt lists a sitemap requested already: it cross-submits that sitemap for its origin too."""
+        later = self._robots_later_listers
+        listers = later.get(url)
+        if listers is None:
+            if len(later) >= MAX_LATER_LISTED:
+                del later[next(iter(later))]
+            listers = later[url] = set()
+        if len(listers) < MAX_LISTERS:
+            listers.add(origin)
+
+    def _robots_listed_request(self, url: str, origin: str) -> Request | None:
+        """The request for a sitemap *origin*'s robots.txt lists, None for a URL Scrapy refuses: one bad line
+        must not stop the others. No dont_filter, so that a shared dupefilter (scrapy-redis) drops a sitemap
+        another worker requested."""
+        try:
+            return self._robots_sitemap_request(url, _Sitemap(url, 0, (origin,), url))
+        except ValueError:
+            return None
+
+    def _robots_sitemap_request(self, url: str, sitemap: _Sitemap) -> Request:
+        """A sitemap's request, read by the mixin. Its download is bounded whatever DOWNLOAD_MAXSIZE says:
+        Scrapy inflates a Content-Encoding no further, and a raw body the mixin stops at the bound itself.
+        Raises ValueError for a URL Scrapy refuses."""
+        return Request(
+            url,
+            callback=self._robots_sitemap_read,
+            errback=self._robots_sitemap_failed,
+            meta={
+                "download_maxsize": self._robots_max_bytes + _DOWNLOAD_SLACK,
+                "download_warnsize": 0,  # the mixin's own WARNING says when a sitemap passes its bound
+                "_robots_sitemap": sitemap,
+            },
+        )
+
+    def _robots_headers_received(self, headers: Headers, body_length: object, request: Request, **kwargs: Any) -> None:
+        """A sitemap download starts: its bytes are counted from 0 (a retry starts over). A raw body announced
+        past the bound would be cancelled before its first byte: it is let come instead, to be stopped at the
+        bound and read that far."""
+        meta = request.meta
+        if "_robots_sitemap" not in meta:
+            return
+        meta["_robots_sitemap_bytes"] = 0
+        announced = body_length if isinstance(body_length, int) else -1
+        if announced > self._robots_max_bytes and not headers.get(b"Content-Encoding"):
+            meta["download_maxsize"] = 0
+
+    def _robots_bytes_received(self, data: bytes, request: Request, **kwargs: Any) -> None:
+        """Stop a sitemap download past the byte bound, keeping what came: the entries in it are read."""
+        meta = request.meta
+        if "_robots_sitemap" not in meta:
+            return
+        received = meta.get("_robots_sitemap_bytes", 0) + len(data)
+        meta["_robots_sitemap_bytes"] = received
+        if received > self._robots_max_bytes:
+            raise StopDownload(fail=False)
+
+    def _robots_sitemap_failed(self, failure: Failure) -> Failure | None:
+        """A sitemap Scrapy dropped past its download bound (its Content-Encoding inflated past it, or a
+        compressed size announced past it) is told as one cut short; other failures go on as without errback."""
+        if failure.value is None or not over_download_bound(failure.value):
+            return failure
+        self.crawler.stats.inc_value("robotstxt/sitemaps/truncated")
+        logger.warning(
+            "Sitemap %s is larger than %d bytes uncompressed (ROBOTSTXT_SITEMAP_MAX_BYTES): Scrapy dropped it "
+            "while inflating or downloading it, so none of its entries is used",
+            failure.request.url,  # type: ignore[attr-defined]
+            self._robots_max_bytes,
+            extra={"spider": self},
+        )
+        return None
+
+    async def _robots_sitemap_read(self, response: Response) -> AsyncIterator[Request]:
+        """Read a sitemap or sitemap index the mixin requested, as ``SitemapSpider`` reads one
+        (``sitemap_filter``, ``sitemap_follow``, ``sitemap_rules``, ``sitemap_alternate_links``), within the
+        bounds and the location rule. A large body is read in a worker thread, a batch of requests at a time,
+        each batch taken when Scrapy has taken the last: the reactor runs on, and memory stays flat."""
+        sitemap: _Sitemap = response.meta.get("_robots_sitemap") or _Sitemap(response.url, 0, None, response.url)
+        body = response.body
+        gzipped = body[:3] == GZIP_MAGIC
+        # As SitemapSpider: XML by its type or its URL, or gzip whatever the type says.
+        if not body or not (gzipped or isinstance(response, XmlResponse) or response.url.endswith((".xml", ".xml.gz"))):
+            self._robots_invalid(response)
+            return
+        reader = SitemapReader(
+            body, gzipped=gzipped, max_entries=self._robots_max_urls, max_bytes=self._robots_max_bytes
+        )
+        allowed = self._robots_location_rule(sitemap)
+        reading = _Reading(
+            reader,
+            self.sitemap_filter,
+            self.sitemap_alternate_links,
+            sitemap_callbacks(self),
+            sitemap_follow(self),
+            allowed,
+        )
+        in_thread = gzipped or len(body) > _INLINE_BYTES
+        counts: Counter[str] = Counter()
+        while True:
+            batch = await _in_thread(reading.take, _BATCH) if in_thread else reading.take(_BATCH)
+            for done, output in enumerate(batch, 1):
+                if isinstance(output, Request):
+                    yield output
+                else:
+                    request = self._robots_listed_sitemap(output, sitemap, counts)
+                    if request is not None:
+                        yield request
+                if done % _PAUSE_EVERY == 0:
+                    await _pause()
+            if len(batch) < _BATCH:
+                break
+        if reader.kind not in SITEMAP_TYPES:
+            self._robots_invalid(response)
+            return
+        counts["off_location"] = reading.off_location
+        truncated = reader.truncated or ("bytes" if "download_stopped" in response.flags else None)
+        self._robots_report(sitemap, reader.entries, truncated, allowed, counts)
+
+    def _robots_invalid(self, response: Response) -> None:
+        logger.warning("Ignoring invalid sitemap: %(response)s", {"response": response}, extra={"spider": self})
+
+    def _robots_location_rule(self, sitemap: _Sitemap) -> _LocationRule | None:
+        """The location rule for the URLs *sitemap* lists; None for a sitemap of the spider's own, or the rule
+        turned off."""
+        if sitemap.listers is None or not self.robots_sitemap_location_rule:
+            return None
+        later = self._robots_later_listers
+        listers = {*sitemap.listers, *later.get(sitemap.url, ()), *later.get(sitemap.root, ())}
+        return _LocationRule(Location.of(sitemap.url) or Location("", ""), frozenset(listers))
+
+    def _robots_listed_sitemap(self, loc: str, index: _Sitemap, counts: Counter[str]) -> Request | None:
+        """The request for a sitemap an index lists (``sitemap_follow`` and the location rule passed): none for
+        one requested before in the crawl, or past the depth bound."""
+        if self._robots_seen(loc):
+            counts["repeated"] += 1
+            return None
+        if index.depth >= self._robots_max_depth:
+            counts["too_deep"] += 1
+            return None
+        try:
+            request = self._robots_sitemap_request(loc, replace(index, url=loc, depth=index.depth + 1))
+        except ValueError:  # a URL Scrapy refuses: the index's other lines still count
+            logger.debug("Sitemap index %s lists an invalid URL: %r", index.url, loc, extra={"spider": self})
+            return None
+        self._robots_mark_seen(loc)
+        return request
+
+    def _robots_report(
+        self,
+        sitemap: _Sitemap,
+        entries: int,
+        truncated: str | None,
+        allowed: _LocationRule | None,
+        counts: Counter[str],
+    ) -> None:
+        """Count and say what one sitemap's reading left out: a WARNING per bound reached, an INFO line for
+        URLs outside its location."""
+        stats = self.crawler.stats
+        extra = {"spider": self}
+        if truncated is not None:
+            stats.inc_value("robotstxt/sitemaps/truncated")
+            if truncated == "entries":
+                logger.warning(
+                    "Sitemap %s lists more than %d entries (ROBOTSTXT_SITEMAP_MAX_URLS): the first %d are used",
+                    sitemap.url,
+                    self._robots_max_urls,
+                    entries,
+                    extra=extra,
+                )
+            else:
+                logger.warning(
+                    "Sitemap %s is larger than %d bytes uncompressed (ROBOTSTXT_SITEMAP_MAX_BYTES): the entries "
+                    "within them are used (%d)",
+                    sitemap.url,
+                    self._robots_max_bytes,
+                    entries,
+                    extra=extra,
+                )
+        if counts["too_deep"]:
+            stats.inc_value("robotstxt/sitemaps/too_deep", counts["too_deep"])
+            logger.warning(
+                "Sitemap index %s lies under %d others (ROBOTSTXT_SITEMAP_MAX_DEPTH = %d): the sitemaps it "
+                "lists are not requested (%d)",
+                sitemap.url,
+                sitemap.depth,
+                self._robots_max_depth,
+                counts["too_deep"],
+                extra=extra,
+            )
+        if counts["repeated"]:
+            stats.inc_value("robotstxt/sitemaps/repeated", counts["repeated"])
+        if counts["off_location"] and allowed is not None:
+            stats.inc_value("robotstxt/sitemaps/off_location", counts["off_location"])
+            logger.info(
+                "Sitemap %s: %d URL%s outside its location dropped (the sitemaps protocol: under %s, or of a site "
+                "whose robots.txt lists the sitemap; robots_sitemap_location_rule = False keeps them)",
+                sitemap.url,
+                counts["off_location"],
+                "" if counts["off_location"] == 1 else "s",
+                allowed.location.origin + allowed.location.directory,
+                extra=extra,
+            )
+
+
+@dataclass(frozen=True)
+class _LocationRule:
+    """The URLs one sitemap may list: under its location, or of the origins whose robots.txt lists it."""
+
+    location: Location
+    listers: frozenset[str]
+
+    def __call__(self, url: str) -> bool:
+        return self.location.allows(url, self.listers)
+
+
+class _Reading:
+    """One sitemap's reading, taken a batch at a time: its entries, through ``sitemap_filter``, their URLs, and
+    what ``sitemap_rules`` (a urlset) or ``sitemap_follow`` (an index) takes of them, within the location rule.
+    Gives the requests of a urlset's pages, and the URLs of an index's sitemaps (whether those are requested
+    depends on what the crawl requested already: the spider decides, in the reactor's thread)."""
+
+    def __init__(
+        self,
+        reader: SitemapReader,
+        entry_filter: Callable[[Iterable[dict[str, Any]]], Iterable[dict[str, Any]]],
+        alternates: bool,
+        rules: list[tuple[re.Pattern[str], Callable[..., Any]]],
+        follow: list[re.Pattern[str]],
+        allowed: _LocationRule | None,
+    ) -> None:
+        self.reader = reader
+        self.allowed = allowed
+        self.off_location = 0
+        self._outputs = self._run(entry_filter, alternates, rules, follow)
+
+    def take(self, count: int) -> list[Request | str]:
+        return list(islice(self._outputs, count))
+
+    def _run(
+        self,
+        entry_filter: Callable[[Iterable[dict[str, Any]]], Iterable[dict[str, Any]]],
+        alternates: bool,
+        rules: list[tuple[re.Pattern[str], Callable[..., Any]]],
+        follow: list[re.Pattern[str]],
+    ) -> Iterator[Request | str]:
+        entries = iter(self.reader)
+        first = next(entries, None)  # the root's name comes with it
+        if self.reader.kind not in SITEMAP_TYPES:
+            return
+        urls = _iterloc(entry_filter(entries if first is None else chain([first], entries)), alternates)
+        allowed = self.allowed
+        if self.reader.kind == "sitemapindex":
+            for loc in urls:
+                if not any(pattern.search(loc) for pattern in follow):
+                    continue
+                if allowed is None or allowed(loc):
+                    yield loc
+                else:
+                    self.off_location += 1
+            return
+        for loc in urls:
+            for pattern, callback in rules:
+                if pattern.search(loc):
+                    if allowed is None or allowed(loc):
+                        yield from _requests(loc, callback)
+                    else:
+                        self.off_location += 1
+                    break
+
+
+async def _pause() -> None:
+    """Let the reactor run what is due: a turn of asyncio's loop, else a call of Twisted's reactor."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a coroutine driven by Twisted, not by asyncio
+        from twisted.internet import reactor
+
+        await deferLater(reactor, 0, lambda: None)
+        return
+    await asyncio.sleep(0)
+
+
+async def _in_thread(function: Callable[[int], _T], argument: int) -> _T:
+    """*function* called in a worker thread: asyncio's executor, else Twisted's thread pool."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # a coroutine driven by Twisted, not by asyncio
+        return await maybe_deferred_to_future(deferToThread(function, argument))
+    return await loop.run_in_executor(None, function, argument)
+
+
+def _iterloc(entries: Iterable[dict[str, Any]], alternates: bool) -> Iterator[str]:
+    """The URLs of sitemap *entries* as ``SitemapSpider`` takes them: each ``loc`` (an empty one skipped), then
+    its alternates when ``sitemap_alternate_links`` asks for them."""
+    for entry in entries:
+        if loc := entry["loc"]:
+            yield loc
+        if alternates and (links := entry.get("alternate")):
+            yield from links
+
+
+def _requests(url: str, callback: Callable[..., Any]) -> Iterator[Request]:
+    """The request for a listed page, none for a URL Scrapy refuses: one bad entry must not end the reading."""
+    try:
+        yield Request(url, callback=callback)
+    except ValueError:
+        logger.debug("A sitemap lists an invalid URL: %r", url)
+
+
+def _flag(value: object) -> bool:
+    """A spider attribute as a boolean; a spider argument (``-a name=false``) comes as a string."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off", "")
+    return bool(value)
+
 
 def _check_scope(spider_name: str, scope: str) -> None:
     if scope not in SCOPES:
         raise ValueError(f"{spider_name}.robots_sitemap_scope must be one of {SCOPES}, not {scope!r}")
-
-
-def _request(url: str, callback: Callable[..., Any]) -> Request | None:
-    """A listed sitemap's request, None for a URL Scrapy refuses: one bad line must not stop the others.
-    No dont_filter, so that a shared dupefilter (scrapy-redis) drops a sitemap another worker requested."""
-    try:
-        return Request(url, callback=callback)
-    except ValueError:
-        return None
 
 
 def within(host: str, domain: str) -> bool:
@@ -360,14 +759,3 @@ def _domain(entry: str) -> str | None:
         return _idna(entry)
     except ValueError:
         return None
-
-
-def _idna(host: str) -> str:
-    """*host* in the IDNA form Scrapy requests it in (``cửa-hàng.vn`` is
-    ``xn--ca-hng-lta4562d.vn``). Raises ValueError for a name IDNA refuses."""
-    if host.isascii():
-        return host
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError as exc:
-        raise ValueError(f"invalid host name {host!r}") from exc
