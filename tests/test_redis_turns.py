@@ -48,7 +48,9 @@ async def test_unbelievable_next_start_is_ignored(value, redis_server, new_store
     asked = time.time()
     first = await settle(store.reserve(ORIGIN, 0.5))
     second = await settle(store.reserve(ORIGIN, 0.5))
-    assert asked <= first < asked + 0.1
+    # Ignored, the value gives a turn at once (an unbelievable one, taken at its word, would be years away);
+    # 0.5 s of margin for a loaded machine (0.13 s seen once).
+    assert asked <= first < asked + 0.5
     assert second - first == pytest.approx(0.5, abs=0.01)
     (warning,) = warnings_of(caplog)
     assert ORIGIN in warning
