@@ -20,7 +20,8 @@ where it routes all 50,000 (robots.txt disallows them: each request is
 made and dropped by our spider middleware before it is queued, nothing is
 downloaded). Both spiders run with our add-on, the same settings.
 
-The site runs in a child process on 127.0.0.2; each crawl in a fresh
+The sites run in a child process, on 127.0.0.2 (the 50 MB sitemaps; its
+robots.txt lists none) and 127.0.0.3 (the bomb); each crawl in a fresh
 process, killed when its RSS passes 3 GiB or when it has not ended after
 120 s. The crawling process measures its peak RSS growth (``VmHWM`` minus
 its value before the crawl), the time from engine start to spider close,
@@ -51,7 +52,7 @@ import benchjson
 
 SCENARIOS = ("xml-50mb/read", "xml-50mb/route", "gz-50mb/read", "gz-50mb/route", "bomb-1gb")
 SPIDERS = ("ours", "stock")
-HOST = "127.0.0.2"
+HOST, BOMB_HOST = "127.0.0.2", "127.0.0.3"
 URLS = 50_000
 ENTRY_BYTES = 1000  # 50,000 entries of 1,000 bytes: 50 MB, within the protocol's 52,428,800
 BOMB_BYTES = 10**9
@@ -109,34 +110,48 @@ def bomb_zeros() -> Path:
 
 
 def serve() -> None:
-    """Serve the benchmark's site on HOST until stdin closes; print its URL."""
+    """Serve the benchmark's sites on HOST and BOMB_HOST until stdin closes; print their URLs."""
     from twisted.internet import reactor, stdio
     from twisted.internet.protocol import Protocol
     from twisted.web.resource import Resource
     from twisted.web.server import Site
 
-    pages: dict[str, tuple[bytes, str]] = {}
-
     class Pages(Resource):
         isLeaf = True
 
+        def __init__(self) -> None:
+            super().__init__()
+            self.pages: dict[str, tuple[bytes, str]] = {}
+
         def render_GET(self, request: Any) -> bytes:
-            body, kind = pages.get(request.path.decode(), (b"<html></html>", "text/html"))
+            body, kind = self.pages.get(request.path.decode(), (b"<html></html>", "text/html"))
             request.setHeader("Content-Type", kind)
             return body
 
-    port = reactor.listenTCP(0, Site(Pages()), interface=HOST)
-    base = f"http://{HOST}:{port.getHost().port}"
+    def listen(host: str) -> tuple[str, dict[str, tuple[bytes, str]]]:
+        site = Pages()
+        port = reactor.listenTCP(0, Site(site), interface=host)
+        return f"http://{host}:{port.getHost().port}", site.pages
+
+    rules = "User-agent: *\nDisallow: /products/\n"
+    base, pages = listen(HOST)
     plain = sitemap(base)
-    head = gzip.compress(f"{URLSET}<url><loc>{base}/products/bomb</loc></url>".encode())
-    robots = f"User-agent: *\nDisallow: /products/\nSitemap: {base}/bomb.xml.gz\nSitemap: {base}/small.xml\n"
     pages.update(
         {
-            "/robots.txt": (robots.encode(), "text/plain"),
+            "/robots.txt": (rules.encode(), "text/plain"),
             "/sitemap.xml": (plain, "application/xml"),
             "/sitemap.xml.gz": (gzip.compress(plain, 6), "application/gzip"),
+        }
+    )
+    bomb_base, bomb_pages = listen(BOMB_HOST)
+    head = gzip.compress(f"{URLSET}<url><loc>{bomb_base}/products/bomb</loc></url>".encode())
+    small = f"{URLSET}<url><loc>{bomb_base}/products/small</loc></url></urlset>"
+    listed = f"Sitemap: {bomb_base}/bomb.xml.gz\nSitemap: {bomb_base}/small.xml\n"
+    bomb_pages.update(
+        {
+            "/robots.txt": ((rules + listed).encode(), "text/plain"),
             "/bomb.xml.gz": (head + bomb_zeros().read_bytes(), "application/gzip"),
-            "/small.xml": (f"{URLSET}<url><loc>{base}/products/small</loc></url></urlset>".encode(), "application/xml"),
+            "/small.xml": (small.encode(), "application/xml"),
         }
     )
 
@@ -145,7 +160,7 @@ def serve() -> None:
             reactor.stop()
 
     stdio.StandardIO(StopOnClose())
-    print(json.dumps({"base": base, "sitemap_bytes": len(plain)}), flush=True)
+    print(json.dumps({"base": base, "bomb_base": bomb_base, "sitemap_bytes": len(plain)}), flush=True)
     reactor.run()
 
 
@@ -154,7 +169,7 @@ def high_water_kb() -> int:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
 
-def crawl(spider_kind: str, scenario: str, base: str) -> None:
+def crawl(spider_kind: str, scenario: str, base: str, bomb_base: str) -> None:
     """Run one crawl and print its figures as JSON."""
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
@@ -178,7 +193,9 @@ def crawl(spider_kind: str, scenario: str, base: str) -> None:
 
     if kind == "bomb-1gb":
         arguments: dict[str, Any] = (
-            {"robots_sitemap_origins": [base]} if spider_kind == "ours" else {"sitemap_urls": [f"{base}/robots.txt"]}
+            {"robots_sitemap_origins": [bomb_base]}
+            if spider_kind == "ours"
+            else {"sitemap_urls": [f"{bomb_base}/robots.txt"]}
         )
     else:
         arguments = {"sitemap_urls": [f"{base}/sitemap.xml{'.gz' if kind == 'gz-50mb' else ''}"]}
@@ -247,9 +264,9 @@ class Result:
     failure: str = ""
 
 
-def run_one(spider_kind: str, scenario: str, base: str) -> Result:
+def run_one(spider_kind: str, scenario: str, site: dict[str, Any]) -> Result:
     """Run one crawl in a fresh process, killed past the RSS or time bound."""
-    command = [sys.executable, __file__, "crawl", spider_kind, scenario, base]
+    command = [sys.executable, __file__, "crawl", spider_kind, scenario, site["base"], site["bomb_base"]]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         child = subprocess.Popen(command, stdout=out, stderr=err)
         started = time.perf_counter()
@@ -321,7 +338,7 @@ def main() -> None:
             order = list(SPIDERS) if round_ % 2 == 0 else list(reversed(SPIDERS))
             for scenario in scenarios:
                 for spider in order:
-                    result = run_one(spider, scenario, site["base"])
+                    result = run_one(spider, scenario, site)
                     results.setdefault((scenario, spider), []).append(result)
                     print(f"round {round_ + 1} {scenario:15} {spider:5} {line([result])}", flush=True)
     finally:
@@ -370,6 +387,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         serve()
     elif sys.argv[1:2] == ["crawl"]:
-        crawl(*sys.argv[2:5])
+        crawl(*sys.argv[2:6])
     else:
         main()
