@@ -1,8 +1,13 @@
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
-from .redisserver import RedisServer
+import pytest
+import pytest_twisted
+
+from scrapy_robots_coccoc.stores import MemoryStore, RedisStore
+
+from .redisserver import RedisServer, settle
 from .sites import LoopbackSite, serve
 
 
@@ -36,3 +41,19 @@ def redis_server():
     yield server
     server.terminate()
     server.wait()
+
+
+@pytest_twisted.async_yield_fixture
+async def new_store(redis_server):
+    """new_store(url=None, **options): a RedisStore on redis.asyncio, closed afterwards."""
+    import redis.asyncio
+
+    stores: list[RedisStore] = []
+
+    def new(url: str | None = None, **options: Any) -> RedisStore:
+        stores.append(RedisStore(redis.asyncio.Redis.from_url(url or redis_server.url), MemoryStore(100), **options))
+        return stores[-1]
+
+    yield new
+    for store in stores:
+        await settle(store.close())

@@ -8,32 +8,13 @@ from __future__ import annotations
 import shutil
 import time
 from itertools import pairwise
-from typing import Any
 
 import pytest
 import pytest_twisted
 
-from scrapy_robots_coccoc.stores import MemoryStore, RedisStore
-
 from .redisserver import ORIGIN, free_port, key, settle, sleep, warnings_of
 
 pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
-
-
-@pytest_twisted.async_yield_fixture
-async def new_store(redis_server):
-    """new_store(url=None, **options): a RedisStore on redis.asyncio, closed afterwards."""
-    import redis.asyncio
-
-    stores: list[RedisStore] = []
-
-    def new(url: str | None = None, **options: Any) -> RedisStore:
-        stores.append(RedisStore(redis.asyncio.Redis.from_url(url or redis_server.url), MemoryStore(100), **options))
-        return stores[-1]
-
-    yield new
-    for store in stores:
-        await settle(store.close())
 
 
 @pytest.mark.parametrize("value", [b"inf", b"nan", b"soon", b"1e12", {"a": "b"}])
