@@ -7,14 +7,11 @@ rule."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import re
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from itertools import chain, islice
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from scrapy import Request, signals
@@ -23,19 +20,20 @@ from scrapy.http import XmlResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.conf import build_component_list
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import load_object
-from twisted.internet.task import deferLater
-from twisted.internet.threads import deferToThread
 
 from ._crawl import settings as _settings
 from ._crawl.compat import engine_closing, over_download_bound, sitemap_callbacks, sitemap_follow
+from ._crawl.loop import in_thread, pause
 from ._crawl.origins import InvalidOrigin, origin_of, robots_url
 from ._crawl.parse import parsed
+from ._crawl.sitemapledger import SitemapLedger
 from ._crawl.sitemaplist import MAX_SITEMAPS, listed_sitemaps
-from ._crawl.sitemaplocation import Location
-from ._crawl.sitemaplocation import idna as _idna
+from ._crawl.sitemaplocation import Location, LocationRule, Sitemap, idna
 from ._crawl.sitemapreader import GZIP_MAGIC, SITEMAP_TYPES, SitemapReader
+from ._crawl.sitemaprouting import SitemapRouting
+from ._crawl.sitemapscope import check_scope, declined
 from .exceptions import RobotsTxtOnly
 from .middleware import RobotsTxtMiddleware, of_crawler
 from .signals import robotstxt_sitemaps_found
@@ -55,20 +53,6 @@ else:
 
 logger = logging.getLogger(__name__)
 
-SCOPES = ("site", "allowed_domains", "any")
-#: Declined (origin, sitemap) pairs remembered; one forgotten (oldest first) is only counted again.
-MAX_DECLINED = 100_000
-#: Without our middleware, origins whose robots.txt the mixin requested are remembered; one forgotten (oldest
-#: first) has its robots.txt requested again, and its sitemaps, seen already, are not.
-MAX_ORIGINS = 100_000
-#: Sitemap URLs requested in the crawl, remembered so that none is requested twice whatever the duplicate filter
-#: does; one forgotten (oldest first) is left to the duplicate filter again.
-MAX_SITEMAPS_SEEN = 200_000
-#: Sitemaps a second robots.txt listed after the first had them requested, and at most this many such origins
-#: each: their URLs count as cross-submitted too.
-MAX_LATER_LISTED = 10_000
-MAX_LISTERS = 100
-
 #: The sitemaps protocol's bounds per sitemap or sitemap index (sitemaps.org): 50,000 URLs, 50 MB uncompressed.
 DEFAULT_MAX_URLS = 50_000
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
@@ -84,19 +68,6 @@ _BATCH = 500
 # Scrapy takes the requests of a callback a hundred or two at a time before the reactor runs again, each through
 # the spider middlewares and the scheduler: the reading pauses every so many, so that the reactor runs meanwhile.
 _PAUSE_EVERY = 50
-
-_T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class _Sitemap:
-    """What a sitemap request carries (request meta, so that it survives redirects and shared queues)."""
-
-    url: str  # as listed: the location its URLs are measured from
-    depth: int  # 0 when robots.txt or sitemap_urls lists it; +1 per sitemap index above it
-    # Origins whose robots.txt listed it (or the sitemap it descends from); None for the spider's own sitemaps.
-    listers: tuple[str, ...] | None
-    root: str  # the sitemap robots.txt or sitemap_urls listed, which it descends from
 
 
 def middleware_missing(settings: BaseSettings) -> str | None:
@@ -141,25 +112,16 @@ class RobotsSitemapMixin(_MixinBase):
     #: sitemap's own directory, or of a site whose robots.txt lists it.
     robots_sitemap_location_rule: bool = True
 
-    # Hashes (small however long the URL) of the sitemap URLs requested: never again, whatever the dupefilter.
-    _robots_sitemaps_seen: dict[int, None]
-    # Origins whose robots.txt listed a sitemap after it was requested for another: cross-submitters too.
-    _robots_later_listers: dict[str, set[str]]
+    _robots_ledger: SitemapLedger
     # The bounds of each sitemap read, from the settings.
     _robots_max_urls: int
     _robots_max_bytes: int
     _robots_max_depth: int
-    # Hashes (small however long the URL) of declined (origin, URL) pairs: a refresh
-    # does not count them again, while another origin may still get the URL crawled.
-    _robots_sitemaps_declined: dict[int, None]
-    _robots_sitemaps_per_origin: Counter[str]  # sitemaps scheduled per robots.txt
     # Sitemap requests are scheduled with engine.crawl, which no spider
     # middleware sees: UrlLengthMiddleware's limit is applied here.
     _robots_url_limit: int
     # Whether our middleware runs: known when the spider opens, as add-ons change the settings until then.
     _robots_via_middleware: bool
-    # Without it, the origins whose robots.txt the mixin requested.
-    _robots_origins_requested: dict[str, None]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -178,21 +140,17 @@ class RobotsSitemapMixin(_MixinBase):
                 f"{name}: RobotsSitemapMixin goes before SitemapSpider in the bases "
                 f"(class {name}(RobotsSitemapMixin, SitemapSpider)): behind it, its start() and parse() are hidden"
             )
-        _check_scope(name, cls.robots_sitemap_scope)
+        check_scope(name, cls.robots_sitemap_scope)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)
-        _check_scope(cls.__name__, spider.robots_sitemap_scope)  # a spider argument may set it too
+        check_scope(cls.__name__, spider.robots_sitemap_scope)  # a spider argument may set it too
         spider.robots_sitemap_location_rule = _flag(spider.robots_sitemap_location_rule)
-        spider._robots_sitemaps_seen = {}
-        spider._robots_later_listers = {}
+        spider._robots_ledger = SitemapLedger()
         spider._robots_read_bounds(crawler.settings)
-        spider._robots_sitemaps_declined = {}
-        spider._robots_sitemaps_per_origin = Counter()
         spider._robots_url_limit = crawler.settings.getint("URLLENGTH_LIMIT")
         spider._robots_via_middleware = True
-        spider._robots_origins_requested = {}
         crawler.signals.connect(spider.robots_sitemaps_found, signal=robotstxt_sitemaps_found)
         crawler.signals.connect(spider._robots_spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(spider._robots_headers_received, signal=signals.headers_received)
@@ -227,8 +185,8 @@ class RobotsSitemapMixin(_MixinBase):
                 if seed is not None and not self._learnt(seed):
                     yield seed
             else:
-                self._robots_mark_seen(url)
-                yield self._robots_sitemap_request(url, _Sitemap(url, 0, None, url))
+                self._robots_ledger.mark_seen(url)
+                yield self._robots_sitemap_request(url, Sitemap(url, 0, None, url))
         for url in self.start_urls:
             yield Request(url, dont_filter=True)
         for origin in self.robots_sitemap_origins:
@@ -260,7 +218,7 @@ class RobotsSitemapMixin(_MixinBase):
             origin = origin_of(request)
         except InvalidOrigin:  # not http(s), say
             return
-        if origin not in self._robots_origins_requested:
+        if not self._robots_ledger.robots_requested(origin):
             seed = self._robots_seed(robots_url(origin))
             if seed is not None:
                 self.crawler.engine.crawl(seed)
@@ -285,13 +243,8 @@ class RobotsSitemapMixin(_MixinBase):
         except ValueError as exc:  # InvalidOrigin, or a URL urljoin cannot even split
             self._seed_failed(site_url, exc)
             return None
-        if not via_middleware:
-            requested = self._robots_origins_requested
-            if origin in requested:
-                return None
-            requested[origin] = None
-            if len(requested) > MAX_ORIGINS:
-                del requested[next(iter(requested))]
+        if not via_middleware and not self._robots_ledger.claim_robots(origin):
+            return None
         return request
 
     async def _robots_seeded(self, response: Response, origin: str) -> None:
@@ -335,30 +288,28 @@ class RobotsSitemapMixin(_MixinBase):
     def _take_sitemaps(self, origin: str, sitemaps: Sequence[str]) -> None:
         """Schedule what may be of *sitemaps* (absolute URLs): a list may hold
         a thousand, so cheap checks per URL and one log line per robots.txt."""
-        site = _idna(urlsplit(origin).hostname or "")
-        taken = self._robots_sitemaps_per_origin
+        site = idna(urlsplit(origin).hostname or "")
+        ledger = self._robots_ledger
+        taken = ledger.taken
         counts: Counter[str] = Counter()
         for url in sitemaps:
-            key = hash((origin, url))
-            if self._robots_seen(url):
-                self._robots_listed_again(url, origin)
+            if ledger.seen(url):
+                ledger.listed_again(url, origin)
                 continue
-            if key in self._robots_sitemaps_declined:
+            if ledger.declined(origin, url):
                 continue
             counts["found"] += 1
             reason = "over_limit" if taken[origin] >= self.robots_sitemap_max_per_site else self._declined(site, url)
             if reason is None:
                 request = self._robots_listed_request(url, origin)
                 if request is not None:
-                    self._robots_mark_seen(url)
+                    ledger.mark_seen(url)
                     taken[origin] += 1
                     counts["scheduled"] += 1
                     self.crawler.engine.crawl(request)
                     continue
                 reason = "invalid"
-            self._robots_sitemaps_declined[key] = None
-            if len(self._robots_sitemaps_declined) > MAX_DECLINED:
-                del self._robots_sitemaps_declined[next(iter(self._robots_sitemaps_declined))]
+            ledger.decline(origin, url)
             counts[reason] += 1
         for name, count in counts.items():
             self.crawler.stats.inc_value(f"robotstxt/sitemaps/{name}", count)
@@ -388,57 +339,21 @@ class RobotsSitemapMixin(_MixinBase):
 
     def _declined(self, site: str, url: str) -> str | None:
         """Why *url* is not taken from the robots.txt of *site*, None when it may be."""
-        try:
-            parts = urlsplit(url)
-            host = _idna(parts.hostname or "")
-        except ValueError:  # an unclosed IPv6 bracket, a bad port, a host IDNA refuses
-            return "invalid"
-        if parts.scheme not in ("http", "https") or not host or parts.username is not None:
-            return "invalid"
-        if 0 < self._robots_url_limit < len(url):
-            return "invalid"
-        return None if self._in_scope(site, host) else "out_of_scope"
-
-    def _in_scope(self, site: str, host: str) -> bool:
-        if self.robots_sitemap_scope == "any":
-            return True
-        if self.robots_sitemap_scope == "allowed_domains":
-            domains = getattr(self, "allowed_domains", None) or [site]
-            return any(within(host, domain) for domain in map(_domain, domains) if domain)
-        return within(host, site) or within(site, host)
+        domains = getattr(self, "allowed_domains", None)
+        return declined(url, site, self.robots_sitemap_scope, domains, self._robots_url_limit)
 
     # -- the sitemaps requested, and how each is read ----------------------------------------------------------
-
-    def _robots_seen(self, url: str) -> bool:
-        return hash(url) in self._robots_sitemaps_seen
-
-    def _robots_mark_seen(self, url: str) -> None:
-        seen = self._robots_sitemaps_seen
-        seen[hash(url)] = None
-        if len(seen) > MAX_SITEMAPS_SEEN:
-            del seen[next(iter(seen))]
-
-    def _robots_listed_again(self, url: str, origin: str) -> None:
-        """A robots.txt lists a sitemap requested already: it cross-submits that sitemap for its origin too."""
-        later = self._robots_later_listers
-        listers = later.get(url)
-        if listers is None:
-            if len(later) >= MAX_LATER_LISTED:
-                del later[next(iter(later))]
-            listers = later[url] = set()
-        if len(listers) < MAX_LISTERS:
-            listers.add(origin)
 
     def _robots_listed_request(self, url: str, origin: str) -> Request | None:
         """The request for a sitemap *origin*'s robots.txt lists, None for a URL Scrapy refuses: one bad line
         must not stop the others. No dont_filter, so that a shared dupefilter (scrapy-redis) drops a sitemap
         another worker requested."""
         try:
-            return self._robots_sitemap_request(url, _Sitemap(url, 0, (origin,), url))
+            return self._robots_sitemap_request(url, Sitemap(url, 0, (origin,), url))
         except ValueError:
             return None
 
-    def _robots_sitemap_request(self, url: str, sitemap: _Sitemap) -> Request:
+    def _robots_sitemap_request(self, url: str, sitemap: Sitemap) -> Request:
         """A sitemap's request, read by the mixin. Its download is bounded whatever DOWNLOAD_MAXSIZE says:
         Scrapy inflates a Content-Encoding no further, and a raw body the mixin stops at the bound itself.
         Raises ValueError for a URL Scrapy refuses."""
@@ -495,7 +410,7 @@ class RobotsSitemapMixin(_MixinBase):
         (``sitemap_filter``, ``sitemap_follow``, ``sitemap_rules``, ``sitemap_alternate_links``), within the
         bounds and the location rule. A large body is read in a worker thread, a batch of requests at a time,
         each batch taken when Scrapy has taken the last: the reactor runs on, and memory stays flat."""
-        sitemap: _Sitemap = response.meta.get("_robots_sitemap") or _Sitemap(response.url, 0, None, response.url)
+        sitemap: Sitemap = response.meta.get("_robots_sitemap") or Sitemap(response.url, 0, None, response.url)
         body = response.body
         gzipped = body[:3] == GZIP_MAGIC
         # As SitemapSpider: XML by its type or its URL, or gzip whatever the type says.
@@ -506,7 +421,7 @@ class RobotsSitemapMixin(_MixinBase):
             body, gzipped=gzipped, max_entries=self._robots_max_urls, max_bytes=self._robots_max_bytes
         )
         allowed = self._robots_location_rule(sitemap)
-        reading = _Reading(
+        routing = SitemapRouting(
             reader,
             self.sitemap_filter,
             self.sitemap_alternate_links,
@@ -514,10 +429,10 @@ class RobotsSitemapMixin(_MixinBase):
             sitemap_follow(self),
             allowed,
         )
-        in_thread = gzipped or len(body) > _INLINE_BYTES
+        threaded = gzipped or len(body) > _INLINE_BYTES
         counts: Counter[str] = Counter()
         while True:
-            batch = await _in_thread(reading.take, _BATCH) if in_thread else reading.take(_BATCH)
+            batch = await in_thread(routing.take, _BATCH) if threaded else routing.take(_BATCH)
             for done, output in enumerate(batch, 1):
                 if isinstance(output, Request):
                     yield output
@@ -526,32 +441,31 @@ class RobotsSitemapMixin(_MixinBase):
                     if request is not None:
                         yield request
                 if done % _PAUSE_EVERY == 0:
-                    await _pause()
+                    await pause()
             if len(batch) < _BATCH:
                 break
         if reader.kind not in SITEMAP_TYPES:
             self._robots_invalid(response)
             return
-        counts["off_location"] = reading.off_location
+        counts["off_location"] = routing.off_location
         truncated = reader.truncated or ("bytes" if "download_stopped" in response.flags else None)
         self._robots_report(sitemap, reader.entries, truncated, allowed, counts)
 
     def _robots_invalid(self, response: Response) -> None:
         logger.warning("Ignoring invalid sitemap: %(response)s", {"response": response}, extra={"spider": self})
 
-    def _robots_location_rule(self, sitemap: _Sitemap) -> _LocationRule | None:
+    def _robots_location_rule(self, sitemap: Sitemap) -> LocationRule | None:
         """The location rule for the URLs *sitemap* lists; None for a sitemap of the spider's own, or the rule
         turned off."""
         if sitemap.listers is None or not self.robots_sitemap_location_rule:
             return None
-        later = self._robots_later_listers
-        listers = {*sitemap.listers, *later.get(sitemap.url, ()), *later.get(sitemap.root, ())}
-        return _LocationRule(Location.of(sitemap.url) or Location("", ""), frozenset(listers))
+        listers = {*sitemap.listers, *self._robots_ledger.later_listers(sitemap.url, sitemap.root)}
+        return LocationRule(Location.of(sitemap.url) or Location("", ""), frozenset(listers))
 
-    def _robots_listed_sitemap(self, loc: str, index: _Sitemap, counts: Counter[str]) -> Request | None:
+    def _robots_listed_sitemap(self, loc: str, index: Sitemap, counts: Counter[str]) -> Request | None:
         """The request for a sitemap an index lists (``sitemap_follow`` and the location rule passed): none for
         one requested before in the crawl, or past the depth bound."""
-        if self._robots_seen(loc):
+        if self._robots_ledger.seen(loc):
             counts["repeated"] += 1
             return None
         if index.depth >= self._robots_max_depth:
@@ -562,15 +476,15 @@ class RobotsSitemapMixin(_MixinBase):
         except ValueError:  # a URL Scrapy refuses: the index's other lines still count
             logger.debug("Sitemap index %s lists an invalid URL: %r", index.url, loc, extra={"spider": self})
             return None
-        self._robots_mark_seen(loc)
+        self._robots_ledger.mark_seen(loc)
         return request
 
     def _robots_report(
         self,
-        sitemap: _Sitemap,
+        sitemap: Sitemap,
         entries: int,
         truncated: str | None,
-        allowed: _LocationRule | None,
+        allowed: LocationRule | None,
         counts: Counter[str],
     ) -> None:
         """Count and say what one sitemap's reading left out: a WARNING per bound reached, an INFO line for
@@ -622,140 +536,8 @@ class RobotsSitemapMixin(_MixinBase):
             )
 
 
-@dataclass(frozen=True)
-class _LocationRule:
-    """The URLs one sitemap may list: under its location, or of the origins whose robots.txt lists it."""
-
-    location: Location
-    listers: frozenset[str]
-
-    def __call__(self, url: str) -> bool:
-        return self.location.allows(url, self.listers)
-
-
-class _Reading:
-    """One sitemap's reading, taken a batch at a time: its entries, through ``sitemap_filter``, their URLs, and
-    what ``sitemap_rules`` (a urlset) or ``sitemap_follow`` (an index) takes of them, within the location rule.
-    Gives the requests of a urlset's pages, and the URLs of an index's sitemaps (whether those are requested
-    depends on what the crawl requested already: the spider decides, in the reactor's thread)."""
-
-    def __init__(
-        self,
-        reader: SitemapReader,
-        entry_filter: Callable[[Iterable[dict[str, Any]]], Iterable[dict[str, Any]]],
-        alternates: bool,
-        rules: list[tuple[re.Pattern[str], Callable[..., Any]]],
-        follow: list[re.Pattern[str]],
-        allowed: _LocationRule | None,
-    ) -> None:
-        self.reader = reader
-        self.allowed = allowed
-        self.off_location = 0
-        self._outputs = self._run(entry_filter, alternates, rules, follow)
-
-    def take(self, count: int) -> list[Request | str]:
-        return list(islice(self._outputs, count))
-
-    def _run(
-        self,
-        entry_filter: Callable[[Iterable[dict[str, Any]]], Iterable[dict[str, Any]]],
-        alternates: bool,
-        rules: list[tuple[re.Pattern[str], Callable[..., Any]]],
-        follow: list[re.Pattern[str]],
-    ) -> Iterator[Request | str]:
-        entries = iter(self.reader)
-        first = next(entries, None)  # the root's name comes with it
-        if self.reader.kind not in SITEMAP_TYPES:
-            return
-        urls = _iterloc(entry_filter(entries if first is None else chain([first], entries)), alternates)
-        allowed = self.allowed
-        if self.reader.kind == "sitemapindex":
-            for loc in urls:
-                if not any(pattern.search(loc) for pattern in follow):
-                    continue
-                if allowed is None or allowed(loc):
-                    yield loc
-                else:
-                    self.off_location += 1
-            return
-        for loc in urls:
-            for pattern, callback in rules:
-                if pattern.search(loc):
-                    if allowed is None or allowed(loc):
-                        yield from _requests(loc, callback)
-                    else:
-                        self.off_location += 1
-                    break
-
-
-async def _pause() -> None:
-    """Let the reactor run what is due: a turn of asyncio's loop, else a call of Twisted's reactor."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # a coroutine driven by Twisted, not by asyncio
-        from twisted.internet import reactor
-
-        await deferLater(reactor, 0, lambda: None)
-        return
-    await asyncio.sleep(0)
-
-
-async def _in_thread(function: Callable[[int], _T], argument: int) -> _T:
-    """*function* called in a worker thread: asyncio's executor, else Twisted's thread pool."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # a coroutine driven by Twisted, not by asyncio
-        return await maybe_deferred_to_future(deferToThread(function, argument))
-    return await loop.run_in_executor(None, function, argument)
-
-
-def _iterloc(entries: Iterable[dict[str, Any]], alternates: bool) -> Iterator[str]:
-    """The URLs of sitemap *entries* as ``SitemapSpider`` takes them: each ``loc`` (an empty one skipped), then
-    its alternates when ``sitemap_alternate_links`` asks for them."""
-    for entry in entries:
-        if loc := entry["loc"]:
-            yield loc
-        if alternates and (links := entry.get("alternate")):
-            yield from links
-
-
-def _requests(url: str, callback: Callable[..., Any]) -> Iterator[Request]:
-    """The request for a listed page, none for a URL Scrapy refuses: one bad entry must not end the reading."""
-    try:
-        yield Request(url, callback=callback)
-    except ValueError:
-        logger.debug("A sitemap lists an invalid URL: %r", url)
-
-
 def _flag(value: object) -> bool:
     """A spider attribute as a boolean; a spider argument (``-a name=false``) comes as a string."""
     if isinstance(value, str):
         return value.strip().lower() not in ("0", "false", "no", "off", "")
     return bool(value)
-
-
-def _check_scope(spider_name: str, scope: str) -> None:
-    if scope not in SCOPES:
-        raise ValueError(f"{spider_name}.robots_sitemap_scope must be one of {SCOPES}, not {scope!r}")
-
-
-def within(host: str, domain: str) -> bool:
-    """Whether ``host`` is ``domain`` (less a leading ``www.``) or its subdomain;
-    an IP address has none (``127.127.0.1`` is not under ``127.0.1``)."""
-    host, domain = host.lower(), domain.lower().removeprefix("www.")
-    return host == domain or (host.endswith("." + domain) and not _is_address(host))
-
-
-def _is_address(host: str) -> bool:
-    """Whether *host* is an IP address in any form a resolver takes
-    (``127.0.1``, ``0x7f.1``, ``2130706433``, IPv6): no top-level domain is numeric."""
-    last = host.rstrip(".").rsplit(".", 1)[-1]
-    return ":" in host or last.isdigit() or last.startswith("0x")
-
-
-def _domain(entry: str) -> str | None:
-    """An ``allowed_domains`` entry as hosts are compared; None, matching nothing, if IDNA refuses it."""
-    try:
-        return _idna(entry)
-    except ValueError:
-        return None

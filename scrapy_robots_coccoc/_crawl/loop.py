@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from twisted.internet.interfaces import IReactorTime
+
+_T = TypeVar("_T")
 
 
 def clock() -> IReactorTime:
@@ -39,6 +42,27 @@ def call_later(seconds: float, func: Callable[[], object]) -> Timer:
 
 async def sleep(seconds: float) -> None:
     await maybe_deferred_to_future(deferLater(clock(), max(0.0, seconds)))
+
+
+async def pause() -> None:
+    """Let the reactor run what is due: a turn of asyncio's loop, else a call of Twisted's reactor."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a coroutine driven by Twisted, not by asyncio
+        from twisted.internet import reactor
+
+        await deferLater(reactor, 0, lambda: None)
+        return
+    await asyncio.sleep(0)
+
+
+async def in_thread(function: Callable[[int], _T], argument: int) -> _T:
+    """*function* called in a worker thread: asyncio's executor, else Twisted's thread pool."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # a coroutine driven by Twisted, not by asyncio
+        return await maybe_deferred_to_future(deferToThread(function, argument))
+    return await loop.run_in_executor(None, function, argument)
 
 
 class _AsyncioClock:

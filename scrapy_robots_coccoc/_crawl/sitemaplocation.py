@@ -68,3 +68,25 @@ class Location:
             return False
         origin, path = split
         return origin in listers or (origin == self.origin and path.startswith(self.directory))
+
+
+@dataclass(frozen=True)
+class Sitemap:
+    """What a sitemap request carries (request meta, so that it survives redirects and shared queues)."""
+
+    url: str  # as listed: the location its URLs are measured from
+    depth: int  # 0 when robots.txt or sitemap_urls lists it; +1 per sitemap index above it
+    # Origins whose robots.txt listed it (or the sitemap it descends from); None for the spider's own sitemaps.
+    listers: tuple[str, ...] | None
+    root: str  # the sitemap robots.txt or sitemap_urls listed, which it descends from
+
+
+@dataclass(frozen=True)
+class LocationRule:
+    """The URLs one sitemap may list: under its location, or of the origins whose robots.txt lists it."""
+
+    location: Location
+    listers: frozenset[str]
+
+    def __call__(self, url: str) -> bool:
+        return self.location.allows(url, self.listers)

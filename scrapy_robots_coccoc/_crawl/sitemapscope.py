@@ -1,0 +1,63 @@
+"""Which sitemaps a robots.txt may hand the mixin: http(s) URLs Scrapy can request, within the spider's
+``robots_sitemap_scope``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from .sitemaplocation import idna
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+SCOPES = ("site", "allowed_domains", "any")
+
+
+def check_scope(spider_name: str, scope: str) -> None:
+    if scope not in SCOPES:
+        raise ValueError(f"{spider_name}.robots_sitemap_scope must be one of {SCOPES}, not {scope!r}")
+
+
+def declined(url: str, site: str, scope: str, allowed_domains: Iterable[str] | None, url_limit: int) -> str | None:
+    """Why *url* is not taken from the robots.txt of *site* (its host, IDNA), None when it may be."""
+    try:
+        parts = urlsplit(url)
+        host = idna(parts.hostname or "")
+    except ValueError:  # an unclosed IPv6 bracket, a bad port, a host IDNA refuses
+        return "invalid"
+    if parts.scheme not in ("http", "https") or not host or parts.username is not None:
+        return "invalid"
+    if 0 < url_limit < len(url):
+        return "invalid"
+    return None if _in_scope(site, host, scope, allowed_domains) else "out_of_scope"
+
+
+def _in_scope(site: str, host: str, scope: str, allowed_domains: Iterable[str] | None) -> bool:
+    if scope == "any":
+        return True
+    if scope == "allowed_domains":
+        return any(within(host, domain) for domain in map(_domain, allowed_domains or [site]) if domain)
+    return within(host, site) or within(site, host)
+
+
+def within(host: str, domain: str) -> bool:
+    """Whether ``host`` is ``domain`` (less a leading ``www.``) or its subdomain;
+    an IP address has none (``127.127.0.1`` is not under ``127.0.1``)."""
+    host, domain = host.lower(), domain.lower().removeprefix("www.")
+    return host == domain or (host.endswith("." + domain) and not _is_address(host))
+
+
+def _is_address(host: str) -> bool:
+    """Whether *host* is an IP address in any form a resolver takes
+    (``127.0.1``, ``0x7f.1``, ``2130706433``, IPv6): no top-level domain is numeric."""
+    last = host.rstrip(".").rsplit(".", 1)[-1]
+    return ":" in host or last.isdigit() or last.startswith("0x")
+
+
+def _domain(entry: str) -> str | None:
+    """An ``allowed_domains`` entry as hosts are compared; None, matching nothing, if IDNA refuses it."""
+    try:
+        return idna(entry)
+    except ValueError:
+        return None
