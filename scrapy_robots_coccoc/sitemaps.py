@@ -1,9 +1,5 @@
-"""``RobotsSitemapMixin``: crawl the sitemaps robots.txt files list, with
-Scrapy's ``SitemapSpider`` machinery: through our middleware, which fetches
-each robots.txt once, or without it by requesting robots.txt itself. Every
-sitemap the mixin requests is read as a stream within the sitemaps
-protocol's bounds, and what sites list is held to the protocol's location
-rule."""
+"""``RobotsSitemapMixin``: crawl the sitemaps robots.txt files list with ``SitemapSpider``'s machinery,
+each read as a stream within the sitemaps protocol's bounds and location rule."""
 
 from __future__ import annotations
 
@@ -56,23 +52,19 @@ logger = logging.getLogger(__name__)
 #: The sitemaps protocol's bounds per sitemap or sitemap index (sitemaps.org): 50,000 URLs, 50 MB uncompressed.
 DEFAULT_MAX_URLS = 50_000
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
-#: Sitemap indexes followed in a row: the protocol has none nested (1), some large sites nest one more level.
+#: Sitemap indexes followed in a row: the protocol nests none, some large sites one level.
 DEFAULT_MAX_DEPTH = 2
-# A sitemap download may pass its byte bound by this much before Scrapy cancels it: the mixin stops it at the
-# bound itself (keeping what came), and a chunk may cross the bound by a network read.
+# The mixin stops a download at its bound itself; Scrapy cancels it only this far past, as a read may cross it.
 _DOWNLOAD_SLACK = 1024 * 1024
-# A sitemap body up to this size (uncompressed) is read in the reactor's thread, in a millisecond or so; a larger
-# or gzip one in a worker thread, so that the reactor runs on, a batch of this many requests at a time.
+# Larger (or gzip) bodies are read in a worker thread, a batch of requests at a time, so the reactor runs on.
 _INLINE_BYTES = 64 * 1024
 _BATCH = 500
-# Scrapy takes the requests of a callback a hundred or two at a time before the reactor runs again, each through
-# the spider middlewares and the scheduler: the reading pauses every so many, so that the reactor runs meanwhile.
+# Scrapy drains a callback's requests without yielding to the reactor: pause every so many.
 _PAUSE_EVERY = 50
 
 
 def middleware_missing(settings: BaseSettings) -> str | None:
-    """Why :class:`~scrapy_robots_coccoc.RobotsTxtMiddleware` does not run in a crawl with *settings*, None if
-    it does: read as Scrapy builds downloader middlewares, whichever import path names it."""
+    """Why :class:`~scrapy_robots_coccoc.RobotsTxtMiddleware` does not run with *settings*, None if it does."""
     if not settings.getbool("ROBOTSTXT_OBEY"):
         return "ROBOTSTXT_OBEY is False"
     enabled = build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
@@ -113,15 +105,12 @@ class RobotsSitemapMixin(_MixinBase):
     robots_sitemap_location_rule: bool = True
 
     _robots_ledger: SitemapLedger
-    # The bounds of each sitemap read, from the settings.
     _robots_max_urls: int
     _robots_max_bytes: int
     _robots_max_depth: int
-    # Sitemap requests are scheduled with engine.crawl, which no spider
-    # middleware sees: UrlLengthMiddleware's limit is applied here.
+    # engine.crawl bypasses the spider middlewares: UrlLengthMiddleware's limit is applied here.
     _robots_url_limit: int
-    # Whether our middleware runs: known when the spider opens, as add-ons change the settings until then.
-    _robots_via_middleware: bool
+    _robots_via_middleware: bool  # known when the spider opens: add-ons change settings until then
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -133,8 +122,7 @@ class RobotsSitemapMixin(_MixinBase):
                 f"{name}: RobotsSitemapMixin needs SitemapSpider among the bases, and goes before SitemapSpider "
                 f"(class {name}(RobotsSitemapMixin, SitemapSpider)){not_enough}"
             )
-        # The position, not issubclass: behind SitemapSpider, the mixin's
-        # start() and parse() would be shadowed and it would do nothing.
+        # Behind SitemapSpider in the MRO, start() and parse() are shadowed.
         if mro.index(RobotsSitemapMixin) > mro.index(SitemapSpider):
             raise TypeError(
                 f"{name}: RobotsSitemapMixin goes before SitemapSpider in the bases "
@@ -163,8 +151,7 @@ class RobotsSitemapMixin(_MixinBase):
         self._robots_max_depth = _settings.count(settings, "ROBOTSTXT_SITEMAP_MAX_DEPTH", DEFAULT_MAX_DEPTH)
 
     def _robots_spider_opened(self, **kwargs: Any) -> None:
-        """Say which way the sitemaps come. Without our middleware, no robots.txt would reach the spider: the
-        mixin then requests the robots.txt of each origin the crawl gets a response from."""
+        """Say which way the sitemaps come; without our middleware, request each reached origin's robots.txt."""
         self._robots_read_bounds(self.crawler.settings)  # an add-on may have set them since from_crawler
         missing = middleware_missing(self.crawler.settings)
         self._robots_via_middleware = missing is None
@@ -195,8 +182,8 @@ class RobotsSitemapMixin(_MixinBase):
                 yield seed
 
     def _learnt(self, seed: Request) -> bool:
-        """Through our middleware, have it make the seed's origin known without a download (a seed sent as a
-        ``robotstxt_only`` request would end as an exception in Scrapy's downloader stats); False without it."""
+        """Have our middleware learn the seed's origin without a request (which would end as a downloader
+        exception in the stats); False without it."""
         middleware = of_crawler(self.crawler) if self._robots_via_middleware else None
         if middleware is None:
             return False
@@ -211,7 +198,7 @@ class RobotsSitemapMixin(_MixinBase):
         return True
 
     def _robots_origin_reached(self, request: Request, **kwargs: Any) -> None:
-        """Without our middleware: schedule the robots.txt of a response's origin, the first time one comes."""
+        """Without our middleware: schedule the robots.txt of a response's origin, once."""
         if engine_closing(self.crawler.engine):
             return
         try:
@@ -224,18 +211,14 @@ class RobotsSitemapMixin(_MixinBase):
                 self.crawler.engine.crawl(seed)
 
     def _robots_seed(self, site_url: str) -> Request | None:
-        """A request that gets the site's robots.txt sitemaps to the spider; None for a URL no site can answer,
-        or, without our middleware, for a site whose robots.txt is requested already.
-
-        Through our middleware it downloads nothing (``robotstxt_only``: the middleware fetches robots.txt, once
-        for the crawl, and announces its sitemaps); without it, it downloads robots.txt."""
+        """A request that gets the site's robots.txt sitemaps to the spider (``robotstxt_only`` through our
+        middleware, else a download); None for an invalid URL or a robots.txt the mixin requested already."""
         via_middleware = self._robots_via_middleware
         try:
             request = Request(
                 urljoin(site_url, "/robots.txt"),
                 callback=self._robots_seeded,
                 errback=self._robots_seed_failed,
-                # Without ours, robots.txt is no page of its own rules: Scrapy's middleware must not refuse it.
                 meta={"robotstxt_only": True} if via_middleware else {"dont_obey_robotstxt": True},
                 dont_filter=True,
             )
@@ -248,8 +231,7 @@ class RobotsSitemapMixin(_MixinBase):
         return request
 
     async def _robots_seeded(self, response: Response, origin: str) -> None:
-        """Without our middleware the seed downloads robots.txt: its sitemaps are read as our middleware reads
-        them (a large body parsed off the reactor, the first MAX_SITEMAPS taken, relative ones resolved)."""
+        """Take the sitemaps of a robots.txt the mixin downloaded, as our middleware takes them."""
         listed = (await parsed(response.body, "*")).sitemaps
         if len(listed) > MAX_SITEMAPS:
             self.crawler.stats.inc_value("robotstxt/sitemaps/not_handed_over", len(listed) - MAX_SITEMAPS)
@@ -263,9 +245,7 @@ class RobotsSitemapMixin(_MixinBase):
         self._take_sitemaps(origin, listed_sitemaps(robots_url(origin), listed))
 
     def _robots_seed_failed(self, failure: Failure) -> None:
-        """``RobotsTxtOnly`` is our middleware's success (the sitemaps were announced), and a robots.txt
-        answered with an error status lists none, as our middleware reads it; anything else means this origin
-        seeded nothing."""
+        """``RobotsTxtOnly`` is our middleware's success, an error status lists no sitemap; else nothing seeded."""
         if not failure.check(RobotsTxtOnly, HttpError):
             self._seed_failed(failure.request.url, failure.value)  # type: ignore[attr-defined]
 
@@ -281,13 +261,11 @@ class RobotsSitemapMixin(_MixinBase):
         return None
 
     def robots_sitemaps_found(self, origin: str, sitemaps: list[str], **kwargs: Any) -> None:
-        """Schedule the sitemaps of one robots.txt (absolute URLs) that are
-        new, in scope and under the per-site cap."""
+        """Schedule the sitemaps of one robots.txt that are new, in scope and under the per-site cap."""
         self._take_sitemaps(origin, sitemaps)
 
     def _take_sitemaps(self, origin: str, sitemaps: Sequence[str]) -> None:
-        """Schedule what may be of *sitemaps* (absolute URLs): a list may hold
-        a thousand, so cheap checks per URL and one log line per robots.txt."""
+        """Schedule what may be of *sitemaps* (absolute URLs), with one log line per robots.txt."""
         site = idna(urlsplit(origin).hostname or "")
         ledger = self._robots_ledger
         taken = ledger.taken
@@ -317,7 +295,7 @@ class RobotsSitemapMixin(_MixinBase):
             self._log_taken(origin, len(sitemaps), counts)
 
     def _log_taken(self, origin: str, listed: int, counts: Counter[str]) -> None:
-        """What became of one robots.txt's sitemaps, the declined ones by their stats name and what changes it."""
+        """What became of one robots.txt's sitemaps, each declined kind with the setting that changes it."""
         fates = [f"{counts['scheduled']} scheduled"]
         if listed > counts["found"]:
             fates.append(f"{listed - counts['found']} seen before")
@@ -342,36 +320,31 @@ class RobotsSitemapMixin(_MixinBase):
         domains = getattr(self, "allowed_domains", None)
         return declined(url, site, self.robots_sitemap_scope, domains, self._robots_url_limit)
 
-    # -- the sitemaps requested, and how each is read ----------------------------------------------------------
-
     def _robots_listed_request(self, url: str, origin: str) -> Request | None:
-        """The request for a sitemap *origin*'s robots.txt lists, None for a URL Scrapy refuses: one bad line
-        must not stop the others. No dont_filter, so that a shared dupefilter (scrapy-redis) drops a sitemap
-        another worker requested."""
+        """The request for a sitemap *origin*'s robots.txt lists, None for a URL Scrapy refuses. No
+        dont_filter: a shared dupefilter (scrapy-redis) drops one another worker requested."""
         try:
             return self._robots_sitemap_request(url, Sitemap(url, 0, (origin,), url))
         except ValueError:
             return None
 
     def _robots_sitemap_request(self, url: str, sitemap: Sitemap) -> Request:
-        """A sitemap's request, read by the mixin. Its download is bounded whatever DOWNLOAD_MAXSIZE says:
-        Scrapy inflates a Content-Encoding no further, and a raw body the mixin stops at the bound itself.
-        Raises ValueError for a URL Scrapy refuses."""
+        """A sitemap's request, its download bounded whatever DOWNLOAD_MAXSIZE says. Raises ValueError for a URL
+        Scrapy refuses."""
         return Request(
             url,
             callback=self._robots_sitemap_read,
             errback=self._robots_sitemap_failed,
             meta={
                 "download_maxsize": self._robots_max_bytes + _DOWNLOAD_SLACK,
-                "download_warnsize": 0,  # the mixin's own WARNING says when a sitemap passes its bound
+                "download_warnsize": 0,  # the mixin warns itself
                 "_robots_sitemap": sitemap,
             },
         )
 
     def _robots_headers_received(self, headers: Headers, body_length: object, request: Request, **kwargs: Any) -> None:
-        """A sitemap download starts: its bytes are counted from 0 (a retry starts over). A raw body announced
-        past the bound would be cancelled before its first byte: it is let come instead, to be stopped at the
-        bound and read that far."""
+        """Count a sitemap's bytes from 0 (a retry starts over). A raw body announced past the bound is let come,
+        to be stopped at the bound and read that far, rather than cancelled before its first byte."""
         meta = request.meta
         if "_robots_sitemap" not in meta:
             return
@@ -391,8 +364,7 @@ class RobotsSitemapMixin(_MixinBase):
             raise StopDownload(fail=False)
 
     def _robots_sitemap_failed(self, failure: Failure) -> Failure | None:
-        """A sitemap Scrapy dropped past its download bound (its Content-Encoding inflated past it, or a
-        compressed size announced past it) is told as one cut short; other failures go on as without errback."""
+        """Warn of a sitemap Scrapy dropped past its download bound; other failures go on as without errback."""
         if failure.value is None or not over_download_bound(failure.value):
             return failure
         self.crawler.stats.inc_value("robotstxt/sitemaps/truncated")
@@ -406,10 +378,8 @@ class RobotsSitemapMixin(_MixinBase):
         return None
 
     async def _robots_sitemap_read(self, response: Response) -> AsyncIterator[Request]:
-        """Read a sitemap or sitemap index the mixin requested, as ``SitemapSpider`` reads one
-        (``sitemap_filter``, ``sitemap_follow``, ``sitemap_rules``, ``sitemap_alternate_links``), within the
-        bounds and the location rule. A large body is read in a worker thread, a batch of requests at a time,
-        each batch taken when Scrapy has taken the last: the reactor runs on, and memory stays flat."""
+        """Read a sitemap or index as ``SitemapSpider`` does, within the bounds and the location rule, a batch at a
+        time as Scrapy takes them: the reactor runs on, and memory stays flat."""
         sitemap: Sitemap = response.meta.get("_robots_sitemap") or Sitemap(response.url, 0, None, response.url)
         body = response.body
         gzipped = body[:3] == GZIP_MAGIC
@@ -455,16 +425,14 @@ class RobotsSitemapMixin(_MixinBase):
         logger.warning("Ignoring invalid sitemap: %(response)s", {"response": response}, extra={"spider": self})
 
     def _robots_location_rule(self, sitemap: Sitemap) -> LocationRule | None:
-        """The location rule for the URLs *sitemap* lists; None for a sitemap of the spider's own, or the rule
-        turned off."""
+        """The location rule for *sitemap*'s URLs; None for the spider's own sitemaps, or with the rule off."""
         if sitemap.listers is None or not self.robots_sitemap_location_rule:
             return None
         listers = {*sitemap.listers, *self._robots_ledger.later_listers(sitemap.url, sitemap.root)}
         return LocationRule(Location.of(sitemap.url) or Location("", ""), frozenset(listers))
 
     def _robots_listed_sitemap(self, loc: str, index: Sitemap, counts: Counter[str]) -> Request | None:
-        """The request for a sitemap an index lists (``sitemap_follow`` and the location rule passed): none for
-        one requested before in the crawl, or past the depth bound."""
+        """The request for a sitemap an index lists; none for one requested before, or past the depth bound."""
         if self._robots_ledger.seen(loc):
             counts["repeated"] += 1
             return None
@@ -473,7 +441,7 @@ class RobotsSitemapMixin(_MixinBase):
             return None
         try:
             request = self._robots_sitemap_request(loc, replace(index, url=loc, depth=index.depth + 1))
-        except ValueError:  # a URL Scrapy refuses: the index's other lines still count
+        except ValueError:  # a URL Scrapy refuses
             logger.debug("Sitemap index %s lists an invalid URL: %r", index.url, loc, extra={"spider": self})
             return None
         self._robots_ledger.mark_seen(loc)
@@ -487,8 +455,7 @@ class RobotsSitemapMixin(_MixinBase):
         allowed: LocationRule | None,
         counts: Counter[str],
     ) -> None:
-        """Count and say what one sitemap's reading left out: a WARNING per bound reached, an INFO line for
-        URLs outside its location."""
+        """Count and log what a sitemap's reading left out: a WARNING per bound reached, INFO for off-location."""
         stats = self.crawler.stats
         extra = {"spider": self}
         if truncated is not None:
