@@ -1,8 +1,5 @@
-"""The origin coordinator: one robots.txt fetch per origin at a time, its waiters, refreshes and local faults.
-
-A fetch releases all its waiters in one ``finally``, with a state or :class:`RobotsTxtFault`, whatever it
-raises (our code, the store, a signal handler) or however it is cancelled: no request is stranded.
-"""
+"""One robots.txt fetch per origin at a time, with its waiters, refreshes and local faults. A fetch releases its
+waiters in one ``finally``, whatever it raises or however it is cancelled, so that no request is stranded."""
 
 from __future__ import annotations
 
@@ -157,7 +154,6 @@ class OriginCoordinator:
         deferred_from_coro(self._fetch(origin, request, stale))
 
     async def _fetch(self, origin: str, request: Request, stale: OriginState | None) -> None:
-        """Run one fetch and release its waiters, whatever happens."""
         result: OriginState | RobotsTxtFault | SpiderClosing = RobotsTxtFault(
             f"robots.txt of {origin}: fetch interrupted"
         )
@@ -181,8 +177,7 @@ class OriginCoordinator:
                     waiter.callback(result)
 
     async def _fetch_unless_a_peer_does(self, origin: str, request: Request, stale: OriginState | None) -> OriginState:
-        """Fetch and store robots.txt or, while another worker holds the claim, wait (at most the claim's
-        lifetime) for what that worker stores."""
+        """Fetch and store robots.txt or, while a peer holds the claim, wait (at most its lifetime) for its answer."""
         interval, longest = PEER_POLL_SECONDS
         deadline = time.monotonic() + self._claim_seconds
         while not (claimed := await self._store.claim(origin, self._claim_seconds)):
@@ -202,8 +197,7 @@ class OriginCoordinator:
             state = self._state_after(origin, outcome, stale)
             # None: the rules of a kept state are those the store already holds.
             body = outcome.body if isinstance(outcome, Rules) else None if state.robots is not None else b""
-            # Not awaited: a store keeps what it is given at once, so waiters skip a shared store's round
-            # trip. Storing ends the claim.
+            # Not awaited: a store keeps it at once, so waiters skip a shared store's round trip. This ends the claim.
             self._store.set_later(origin, state, body)
             stored = True
         finally:
@@ -293,8 +287,7 @@ class OriginCoordinator:
             )
 
     def _announce(self, origin: str, state: OriginState, request: Request) -> None:
-        """Send :data:`robotstxt_sitemaps_found` the first time this process uses a state with sitemaps,
-        whichever worker fetched it."""
+        """Send :data:`robotstxt_sitemaps_found` once per state with sitemaps this process uses, whoever fetched it."""
         robots = state.robots
         # The cheap test first: this runs for every request of the origin.
         if robots is None or self._announced.get(origin) == state.expires_at:

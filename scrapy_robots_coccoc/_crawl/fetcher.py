@@ -1,8 +1,5 @@
-"""Fetching one origin's robots.txt: the only network access of the package.
-
-:class:`RobotsTxtFetcher` follows http(s) redirects and retries, and names the result :class:`Rules`,
-:class:`Unrestricted`, :class:`NoAnswer` or :class:`LocalFault`. Reading the body is ``_parser.body``'s.
-"""
+"""Fetching one origin's robots.txt (the package's only network access), with redirects and retries, and what the
+answer means: :class:`Rules`, :class:`Unrestricted`, :class:`NoAnswer` or :class:`LocalFault`."""
 
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 INHERITED_META = ("proxy", compat.PROXY_AUTH_META, "bindaddress", "download_timeout")
 PROXY_AUTHENTICATION_REQUIRED = 407
 
-# What download handlers raise when the site gives no answer (RFC 9309 §2.3.1.4 "unreachable"); names, since
-# each Scrapy version has its own subset.
+# The site gave no answer (RFC 9309 §2.3.1.4 "unreachable"); names, as each Scrapy version has its own subset.
 _NO_ANSWER_NAMES = (
     "scrapy.exceptions.CannotResolveHostError",
     "scrapy.exceptions.DownloadConnectionRefusedError",
@@ -90,8 +86,7 @@ _NOT_CONNECTED = _load_classes(
         "twisted.internet.error.UnknownHostError",
     )
 )
-# DOWNLOAD_MAXSIZE refused the body (Scrapy 2.15+, without RobotsTxtBodyMiddleware): no rules, as with Scrapy's
-# own middleware, rather than a fault retried every minute.
+# DOWNLOAD_MAXSIZE refused the body (Scrapy 2.15+, no RobotsTxtBodyMiddleware): no rules, as Scrapy's own, not a fault.
 _REFUSED_HERE = _load_classes(("scrapy.exceptions.DownloadCancelledError",))
 
 
@@ -161,7 +156,6 @@ def _text(exc: BaseException) -> str:
 
 
 def is_local(exc: BaseException) -> bool:
-    """Whether *exc*, or an error it wraps, is this machine's resource shortage."""
     seen: BaseException | None = exc
     while seen is not None:
         number = getattr(seen, "osError", None) or getattr(seen, "errno", None)
@@ -182,8 +176,7 @@ def classify(exc: BaseException, proxy: str | None = None) -> NoAnswer | LocalFa
 
 
 class RobotsTxtFetcher:
-    """Downloads an origin's robots.txt through the engine, so the project's proxies, headers, cache and
-    download handlers apply, and tells what the answer means."""
+    """Downloads robots.txt through the engine, so the project's proxies, headers, cache and handlers apply."""
 
     #: Robots.txt requests go before the pages waiting for them.
     PRIORITY = 1000
@@ -200,7 +193,6 @@ class RobotsTxtFetcher:
         crawler.signals.connect(self._stop_at_bound, signal=signals.bytes_received)
 
     async def fetch(self, origin: str, trigger: Request) -> FetchOutcome:
-        """Fetch and read the robots.txt of *origin*, for the page *trigger*."""
         url = robots_url(origin)
         for hop in range(self._max_redirects + 1):
             answer = await self._download(url, trigger, followed=hop > 0)
@@ -220,8 +212,7 @@ class RobotsTxtFetcher:
         raise AssertionError("unreachable")
 
     async def _download(self, url: str, trigger: Request, followed: bool) -> Response | FetchOutcome:
-        """One hop, retried while the site does not answer. A URL that cannot be requested is the site's
-        doing when a redirect was *followed* to it."""
+        """One hop, retried while the site does not answer; a URL Scrapy refuses is the site's doing if *followed*."""
         engine = self._crawler.engine
         assert engine is not None
         outcome: NoAnswer | LocalFault = LocalFault("not attempted")
@@ -300,9 +291,8 @@ class RobotsTxtFetcher:
 
 
 def cache_lifetime(headers: Headers) -> float | None:
-    """Seconds the response asks to be kept: its ``Cache-Control: max-age``, else what its ``Expires`` leaves
-    after its ``Date`` (RFC 9111 §4.2.1); None when it says nothing usable. As Google does, ``no-cache`` and
-    ``no-store`` are not read, nor an ``Expires`` already past: web frameworks send them on every page."""
+    """Seconds to keep the response: ``max-age``, else ``Expires`` less ``Date`` (RFC 9111 §4.2.1), None if unusable.
+    As Google does, ``no-cache``, ``no-store`` and a past ``Expires`` are ignored: frameworks send them everywhere."""
     directives: dict[str, str] = {}
     for value in headers.getlist(b"Cache-Control"):
         for directive in to_unicode(value, errors="replace").split(","):

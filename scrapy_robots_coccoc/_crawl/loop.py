@@ -1,6 +1,5 @@
-"""Timers on the loop that runs the crawl: Twisted's reactor, or the asyncio loop when Scrapy 2.15+ runs without
-one (``TWISTED_REACTOR_ENABLED = False``). Set every timer through :func:`clock`: importing the reactor there
-installs one that never runs (the crawl hangs) or, under ``AsyncCrawlerProcess``, fails."""
+"""Timers on the crawl's loop: Twisted's reactor, or asyncio's when Scrapy 2.15+ runs without one. Go through
+:func:`clock`: importing the reactor there installs one that never runs (the crawl hangs) or fails."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ _T = TypeVar("_T")
 
 
 def clock() -> IReactorTime:
-    """The reactor if one is installed, else the running asyncio loop's clock."""
     if "twisted.internet.reactor" in sys.modules:
         from twisted.internet import reactor
 
@@ -57,10 +55,9 @@ async def pause() -> None:
 
 
 async def in_thread(function: Callable[[int], _T], argument: int) -> _T:
-    """*function* called in a worker thread: asyncio's executor, else Twisted's thread pool."""
     try:
         loop = asyncio.get_running_loop()
-    except RuntimeError:  # a coroutine driven by Twisted, not by asyncio
+    except RuntimeError:
         return await maybe_deferred_to_future(deferToThread(function, argument))
     return await loop.run_in_executor(None, function, argument)
 

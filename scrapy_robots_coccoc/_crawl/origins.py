@@ -11,8 +11,7 @@ if TYPE_CHECKING:
     from scrapy import Request
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
-# A DNS name (RFC 1035 §2.3.4): labels of 1 to 63 characters, 253 in all. Twisted's resolver fails on others
-# with an unhandled error, and the request then waits its whole DOWNLOAD_TIMEOUT.
+# A DNS name (RFC 1035 §2.3.4): Twisted's resolver fails unhandled on others; the request waits out DOWNLOAD_TIMEOUT.
 _DNS_NAME = re.compile(r"(?=.{1,253}\.?\Z)(?:[^.]{1,63}\.)*[^.]{1,63}\.?")
 
 
@@ -21,10 +20,7 @@ class InvalidOrigin(ValueError):
 
 
 def origin_of(request: Request) -> str:
-    """``scheme://host:port`` of *request*'s URL, the host lower-cased, the scheme's port if none is written.
-
-    Raises :class:`InvalidOrigin` for an unparsable host or port, a host that is no DNS name, or port 0: such a
-    URL must never stand for a real origin."""
+    """``scheme://host:port`` of *request*'s URL (host lower-cased, default port added), or :class:`InvalidOrigin`."""
     try:
         parsed = urlparse_cached(request)
         port = parsed.port

@@ -1,6 +1,5 @@
-"""What the crawl says about robots.txt: one line per origin when its rules
-are known, a log line and a signal per dropped request, and at close the
-origins where robots.txt forbade everything."""
+"""What the crawl says about robots.txt: a line per origin when its rules are known, a log line and a signal per
+dropped request, and at close the origins where robots.txt forbade everything."""
 
 from __future__ import annotations
 

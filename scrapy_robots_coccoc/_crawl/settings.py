@@ -1,5 +1,4 @@
-"""The package's settings that need more than a ``get``, read and checked in one place: a value that makes no
-sense stops the crawl at start-up with an error naming the setting, rather than misbehaving quietly."""
+"""Settings that need more than a ``get``: a senseless value stops the crawl at start-up, naming the setting."""
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ def robot_agent(settings: BaseSettings) -> str:
 
 
 def number(settings: BaseSettings, name: str, default: float, *, positive: bool = False) -> float:
-    """The setting *name* as a number >= 0 (> 0 when *positive*), ``inf`` read as :data:`UNBOUNDED`."""
     raw = settings.get(name, default)
     try:
         value = math.nan if isinstance(raw, bool) else float(raw)
@@ -41,7 +39,6 @@ def number(settings: BaseSettings, name: str, default: float, *, positive: bool 
 
 
 def count(settings: BaseSettings, name: str, default: int, *, minimum: int = 0) -> int:
-    """The setting *name* as a whole number >= *minimum*."""
     raw = settings.get(name, default)
     try:
         value = int(raw)
@@ -53,7 +50,6 @@ def count(settings: BaseSettings, name: str, default: int, *, minimum: int = 0) 
 
 
 def choice(settings: BaseSettings, name: str, choices: tuple[str, ...]) -> str:
-    """The setting *name*, one of *choices* (the first is the default)."""
     raw = settings.get(name, choices[0])
     if raw not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, not {raw!r}")
