@@ -1,30 +1,24 @@
-"""What the sitemap mixin remembers across a crawl. Each record is bounded, the oldest forgotten first, so that
-a broad crawl's memory stays flat; URLs are kept as hashes, small however long the URL."""
+"""What the sitemap mixin remembers: each record bounded, oldest first out, URLs hashed, so memory stays flat."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import TypeVar
 
-#: Sitemaps requested, so that none is requested twice whatever the duplicate filter does; one forgotten is
-#: left to the duplicate filter again.
+#: Sitemaps requested, none twice whatever the duplicate filter does; one forgotten is left to that filter.
 MAX_SITEMAPS_SEEN = 200_000
-#: Declined (origin, sitemap) pairs: a refresh does not count them again. One forgotten is only counted again.
+#: Declined (origin, sitemap) pairs, not counted again on a refresh; one forgotten is only counted again.
 MAX_DECLINED = 100_000
-#: Sitemaps a second robots.txt listed after the first had them requested, and at most this many such origins
-#: each: their URLs count as cross-submitted too.
+#: Sitemaps another robots.txt listed once they were requested (cross-submits too), MAX_LISTERS such origins each.
 MAX_LATER_LISTED = 10_000
 MAX_LISTERS = 100
-#: Origins whose robots.txt the mixin requested itself; one forgotten has its robots.txt requested again, and
-#: its sitemaps, seen already, are not.
+#: Origins whose robots.txt the mixin requested; one forgotten has it requested again, not its seen sitemaps.
 MAX_ORIGINS = 100_000
 
 _K = TypeVar("_K")
 
 
 class SitemapLedger:
-    """The sitemaps requested and declined, their later listers, and the robots.txt the mixin requested."""
-
     def __init__(self) -> None:
         self._seen: dict[int, None] = {}
         self._declined: dict[int, None] = {}
@@ -57,14 +51,12 @@ class SitemapLedger:
             listers.add(origin)
 
     def later_listers(self, *urls: str) -> set[str]:
-        """The origins whose robots.txt listed any of *urls* after it was requested."""
         return {lister for url in urls for lister in self._later_listers.get(url, ())}
 
     def robots_requested(self, origin: str) -> bool:
         return origin in self._robots_requested
 
     def claim_robots(self, origin: str) -> bool:
-        """Record that the mixin requests *origin*'s robots.txt; False if it did already."""
         if origin in self._robots_requested:
             return False
         _remember(self._robots_requested, origin, MAX_ORIGINS)

@@ -1,7 +1,5 @@
-"""Sitemaps and sitemap indexes read as a stream, within the sitemaps protocol's bounds (sitemaps.org: at most
-50,000 URLs and 50 MB uncompressed per file): a gzip body inflated no further than the bound, the XML parsed
-incrementally with the finished parts of the tree dropped as it goes, so that memory stays flat however large
-or hostile the body."""
+"""Sitemaps read as a stream within sitemaps.org's bounds (50,000 URLs, 50 MB uncompressed): gzip inflated no further
+than the bound, XML parsed incrementally and pruned as it goes, so memory stays flat however hostile the body."""
 
 from __future__ import annotations
 
@@ -14,14 +12,12 @@ from lxml import etree  # type: ignore[import-untyped]
 GZIP_MAGIC = b"\x1f\x8b\x08"
 #: The root elements of a sitemap and of a sitemap index; any other root is no sitemap.
 SITEMAP_TYPES = ("urlset", "sitemapindex")
-#: Children kept per ``<url>`` or ``<sitemap>`` entry (``loc``, ``lastmod``, hreflang ``xhtml:link`` ...): real
-#: entries have a few hundred at most, and one entry of millions must not hold them all.
+#: Children kept per entry (``loc``, hreflang ``xhtml:link`` ...): real ones have a few hundred, a hostile one millions.
 MAX_ENTRY_PARTS = 1000
 
 # Inflated (or raw) bytes fed to the parser at a time: the parse works in slices of a few milliseconds.
 _CHUNK = 64 * 1024
-# Compressed bytes handed to zlib at a time: what it leaves unconsumed is a copy, so a small slice keeps a
-# large input from being copied again at every step.
+# Compressed bytes handed to zlib at a time: its unconsumed tail is a copy, so a large input is not copied each step.
 _IN_CHUNK = 16 * 1024
 # gzip members read at most (RFC 1952 §2.2, as Scrapy reads them): thousands of empty ones would cost time.
 _GZIP_MEMBERS = 16
@@ -40,13 +36,8 @@ _EVENT_TAGS = ("{*}urlset", "{*}sitemapindex", "{*}url", "{*}sitemap")
 
 
 class SitemapReader:
-    """One sitemap body, read as it is iterated: its entries (``{"loc": ..., "lastmod": ..., "alternate":
-    [...]}`` as Scrapy's ``Sitemap`` gives them), at most *max_entries* of them from at most *max_bytes* of XML.
-
-    After iteration, ``kind`` is the root element's local name (``"urlset"``, ``"sitemapindex"``, another for
-    XML that is no sitemap, None for no XML at all), ``entries`` how many were read, and ``truncated`` which
-    bound stopped the reading (``"entries"`` or ``"bytes"``), None if the whole body was read.
-    """
+    """One sitemap body's entries as Scrapy's ``Sitemap`` gives them, read as iterated, within *max_entries* and
+    *max_bytes*. Then ``kind`` is the root's local name (None without XML) and ``truncated`` the bound hit, if any."""
 
     def __init__(self, body: bytes, *, gzipped: bool, max_entries: int, max_bytes: int) -> None:
         self._body = body
@@ -58,8 +49,7 @@ class SitemapReader:
         self.truncated: str | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        # The root's name comes from a parser that reports every start: the main one reports only sitemap
-        # roots, and without a root it could not drop the finished parts of the tree.
+        # The root's name comes from a parser reporting every start: the main one reports only sitemap roots.
         detector: Any = etree.XMLPullParser(events=("start",), **_PARSER_OPTIONS)
         parser = etree.XMLPullParser(events=("start", "end"), tag=_EVENT_TAGS, **_PARSER_OPTIONS)
         root: Any = None
@@ -97,7 +87,6 @@ class SitemapReader:
         # The document is not closed: what closing would finish is an entry cut short, whose loc may be too.
 
     def _chunks(self) -> Iterator[bytes]:
-        """The body's XML in slices, at most ``max_bytes`` of it; ``truncated`` says when more was left."""
         left = self._max_bytes
         for chunk in _gunzipped(self._body) if self._gzipped else _slices(self._body):
             if len(chunk) > left:
@@ -115,8 +104,7 @@ def _slices(body: bytes) -> Iterator[bytes]:
 
 
 def _gunzipped(data: bytes) -> Iterator[bytes]:
-    """*data* inflated as a stream, member after member, in slices of at most ``_CHUNK`` bytes, for as long as
-    it is read; a corrupt or cut stream gives what it inflated (Scrapy's gunzip is as lenient)."""
+    """*data* inflated lazily, member after member; a corrupt or cut stream gives what it inflated, as Scrapy's does."""
     stream = zlib.decompressobj(31)
     members = 0
     position = 0
@@ -155,8 +143,7 @@ def _local_name(tag: object) -> str:
 
 
 def _entry(element: Any) -> dict[str, Any] | None:
-    """One ``<url>`` or ``<sitemap>`` as Scrapy's ``Sitemap`` reads it: each child's text by its local name, the
-    ``href`` of ``link`` children as ``alternate``; None without a ``loc``."""
+    """An entry as Scrapy's ``Sitemap`` reads it: children's text by local name, ``link`` hrefs as ``alternate``."""
     entry: dict[str, Any] = {}
     alternate: list[str] = []
     for child in element.iterchildren():
@@ -177,9 +164,8 @@ def _entry(element: Any) -> dict[str, Any] | None:
 
 
 def _prune(root: Any) -> None:
-    """Drop what the reading is done with: the finished entries (all of the root's children but the last,
-    which may still be open), the children of the open entry past ``MAX_ENTRY_PARTS`` and everything below
-    them (nothing an entry gives lies deeper), and what is finished under the open path."""
+    """Drop what the reading is done with: finished entries (all but the last, maybe open), the open entry's children
+    past ``MAX_ENTRY_PARTS``, all below its finished ones (no entry data lies deeper), what ends under the open path."""
     if len(root) > 1:
         del root[:-1]
     if not len(root):

@@ -1,6 +1,5 @@
-"""A sitemap's entries routed as ``SitemapSpider`` routes them (``sitemap_filter``,
-``sitemap_alternate_links``, ``sitemap_rules``, ``sitemap_follow``), within the location rule, a batch at a
-time so that a large sitemap can be read in a worker thread."""
+"""A sitemap's entries routed as ``SitemapSpider`` routes them, within the location rule, a batch at a time so
+that a large sitemap can be read in a worker thread."""
 
 from __future__ import annotations
 
@@ -23,10 +22,8 @@ logger = logging.getLogger(__name__)
 
 
 class SitemapRouting:
-    """One sitemap's entries, through ``sitemap_filter``, their URLs, and what ``sitemap_rules`` (a urlset) or
-    ``sitemap_follow`` (an index) takes of them. Gives the requests of a urlset's pages, and the URLs of an
-    index's sitemaps: whether those are requested depends on what the crawl requested already, which the
-    spider decides in the reactor's thread."""
+    """Gives a urlset's page requests, and an index's sitemap URLs only: whether those are requested depends on
+    what the crawl requested already, which the spider decides in the reactor's thread."""
 
     def __init__(
         self,
@@ -78,8 +75,7 @@ class SitemapRouting:
 
 
 def _iterloc(entries: Iterable[dict[str, Any]], alternates: bool) -> Iterator[str]:
-    """The URLs of sitemap *entries* as ``SitemapSpider`` takes them: each ``loc`` (an empty one skipped), then
-    its alternates when ``sitemap_alternate_links`` asks for them."""
+    """The URLs of sitemap *entries* as ``SitemapSpider`` takes them: each non-empty ``loc``, then its alternates."""
     for entry in entries:
         if loc := entry["loc"]:
             yield loc

@@ -1,5 +1,4 @@
-"""Which sitemaps a robots.txt may hand the mixin: http(s) URLs Scrapy can request, within the spider's
-``robots_sitemap_scope``."""
+"""Which sitemaps a robots.txt may hand the mixin: http(s) URLs Scrapy can request, within ``robots_sitemap_scope``."""
 
 from __future__ import annotations
 
@@ -42,21 +41,18 @@ def _in_scope(site: str, host: str, scope: str, allowed_domains: Iterable[str] |
 
 
 def within(host: str, domain: str) -> bool:
-    """Whether ``host`` is ``domain`` (less a leading ``www.``) or its subdomain;
-    an IP address has none (``127.127.0.1`` is not under ``127.0.1``)."""
+    """Whether *host* is *domain* (less ``www.``) or under it; an IP address has nothing under it."""
     host, domain = host.lower(), domain.lower().removeprefix("www.")
     return host == domain or (host.endswith("." + domain) and not _is_address(host))
 
 
 def _is_address(host: str) -> bool:
-    """Whether *host* is an IP address in any form a resolver takes
-    (``127.0.1``, ``0x7f.1``, ``2130706433``, IPv6): no top-level domain is numeric."""
+    """Whether *host* is an IP address a resolver takes (``0x7f.1``, ``2130706433``, IPv6): no TLD is numeric."""
     last = host.rstrip(".").rsplit(".", 1)[-1]
     return ":" in host or last.isdigit() or last.startswith("0x")
 
 
 def _domain(entry: str) -> str | None:
-    """An ``allowed_domains`` entry as hosts are compared; None, matching nothing, if IDNA refuses it."""
     try:
         return idna(entry)
     except ValueError:
