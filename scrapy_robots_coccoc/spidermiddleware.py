@@ -1,5 +1,4 @@
-"""``RobotsTxtSpiderMiddleware``: drop the spider's requests that robots.txt forbids before they are queued,
-and, with ``ROBOTSTXT_PAGE_ROBOTS``, obey page-level robots (``X-Robots-Tag``, robots ``<meta>`` tags)."""
+"""Drop the spider's requests that robots.txt forbids before they are queued, and obey page-level robots."""
 
 from __future__ import annotations
 
@@ -28,15 +27,12 @@ logger = logging.getLogger(__name__)
 
 
 class RobotsTxtSpiderMiddleware:
-    """Drops requests whose origin's rules :class:`~scrapy_robots_coccoc.RobotsTxtMiddleware` already knows
-    and which they forbid, so that they never travel the scheduler (nor a shared scrapy-redis queue): same
-    stats, DEBUG line and signal as at the downloader, plus ``robotstxt/forbidden/before_queue``. Requests of
-    origins not known yet pass untouched, to be decided at the downloader; no errback is called for a
-    request dropped here, as it was never scheduled.
+    """Drops requests forbidden by rules :class:`~scrapy_robots_coccoc.RobotsTxtMiddleware` already knows, before they
+    reach the scheduler (or a shared queue), with the downloader's stats, log line and signal but no errback; requests
+    of origins not known yet are decided at the downloader.
 
-    With :confval:`ROBOTSTXT_PAGE_ROBOTS`, it also reads each response's page-level robots directives
-    (``X-Robots-Tag``, robots ``<meta>`` tags) into ``response.meta["robots_directives"]`` and drops the
-    requests a ``nofollow`` page yields (:doc:`../usage/page-robots`)."""
+    With :confval:`ROBOTSTXT_PAGE_ROBOTS`, it reads page-level robots into ``response.meta["robots_directives"]`` and
+    drops the requests a ``nofollow`` page yields (:doc:`../usage/page-robots`)."""
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
@@ -47,8 +43,7 @@ class RobotsTxtSpiderMiddleware:
         self._page_robots = settings.getbool("ROBOTSTXT_PAGE_ROBOTS", False)
         self._user_agent = _settings.user_agent(settings)
         self._default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
-        # Each response's directives, read once: process_spider_input may not run for it (an earlier
-        # middleware raised), and response.meta may hold a copy from the page that linked to it.
+        # Read once per response: process_spider_input may not run, and meta may hold the linking page's copy.
         self._directives: WeakKeyDictionary[Response, frozenset[str]] = WeakKeyDictionary()
 
     @classmethod
@@ -100,7 +95,6 @@ class RobotsTxtSpiderMiddleware:
         return middleware is not None and middleware.drop_if_forbidden(item)
 
     def _nofollow_page(self, response: Response | None) -> str | None:
-        """The URL of *response* when its links are not to be followed, else None."""
         if not self._page_robots or response is None:
             return None
         return response.url if "nofollow" in self._directives_of(response) else None
