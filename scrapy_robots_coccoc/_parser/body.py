@@ -1,5 +1,3 @@
-"""robots.txt bodies as the parser reads them: inflated no further than it reads, cut at a whole line."""
-
 from __future__ import annotations
 
 import zlib
@@ -30,7 +28,6 @@ def complete_lines(body: bytes, cut: bool) -> bytes:
 
 
 def encodings_of(headers: Iterable[bytes]) -> list[bytes]:
-    """The content codings of ``Content-Encoding`` values *headers*, in the order applied, ``identity`` left out."""
     encodings = (e.strip().lower() for e in b",".join(headers).split(b","))
     return [e for e in encodings if e and e != b"identity"]
 
@@ -44,8 +41,7 @@ def decoded(body: bytes, encodings: list[bytes]) -> bytes | None:
 
 
 def _gunzip(data: bytes, limit: int) -> bytes | None:
-    """Every member of a gzip body in turn (RFC 1952 §2.2, as Scrapy reads them), at most ``_GZIP_MEMBERS``:
-    each member's leftover input is a copy, so thousands of empty members would cost quadratic copying."""
+    """Each gzip member in turn (RFC 1952 §2.2, as Scrapy); at most _GZIP_MEMBERS, as each copies the input left."""
     inflated = b""
     for _ in range(_GZIP_MEMBERS):
         stream = zlib.decompressobj(31)
@@ -79,7 +75,6 @@ def _unbrotli(data: bytes, limit: int) -> bytes | None:
 
 def _unzstd(data: bytes, limit: int) -> bytes | None:
     try:
-        # A frame asking for a window over 8 MiB is refused, not allocated.
         decompressor = zstandard.ZstdDecompressor(max_window_size=_ZSTD_WINDOW)
         with decompressor.stream_reader(data, read_across_frames=True) as reader:
             return reader.read(limit)
@@ -88,7 +83,7 @@ def _unzstd(data: bytes, limit: int) -> bytes | None:
 
 
 _GZIP_MEMBERS = 16
-_ZSTD_WINDOW = 8 << 20
+_ZSTD_WINDOW = 8 << 20  # a frame asking for more is refused, not allocated
 # The codings Scrapy's HttpCompressionMiddleware reads: br and zstd when Scrapy's library for them is installed.
 _DECODERS: dict[bytes, Callable[[bytes, int], bytes | None]] = {
     b"gzip": _gunzip,
@@ -102,7 +97,6 @@ if zstandard is not None:
 
 
 def inflate(data: bytes, encoding: bytes, limit: int) -> bytes | None:
-    """Inflate *data* as a stream to at most *limit* bytes; None when *encoding* is unknown or the data not in it.
-    A truncated stream gives what it inflated."""
+    """*data* inflated to at most *limit* bytes (a truncated stream: as far as it goes); None if not in *encoding*."""
     decoder = _DECODERS.get(encoding)
     return None if decoder is None else decoder(data, limit)

@@ -1,5 +1,3 @@
-"""The delay a robots.txt asks of a robot, and the one a crawl keeps: shared by the middleware and the checker."""
-
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -14,8 +12,7 @@ MIN_DELAY = 0.01
 
 
 def asked_delay(robots: RobotsTxt, agent: str) -> tuple[float, RequestRate | None]:
-    """Seconds the robot's group asks between requests (0.0 for none): the stricter of its Crawl-delay and a
-    Request-rate in force now; and that Request-rate when it is the stricter."""
+    """The stricter of Crawl-delay and a Request-rate in force, in seconds (0.0: none), and that rate if it won."""
     asked = robots.crawl_delay(agent) or 0.0
     rate = robots.request_rate(agent)
     if rate is not None and rate.requests > 0 and in_window(rate) and rate.seconds / rate.requests > asked:
@@ -24,7 +21,6 @@ def asked_delay(robots: RobotsTxt, agent: str) -> tuple[float, RequestRate | Non
 
 
 def kept_delay(asked: float, max_delay: float) -> float:
-    """The delay kept: *asked* capped at *max_delay* (``ROBOTSTXT_MAX_CRAWL_DELAY``), 0.0 under MIN_DELAY."""
     delay = min(asked, max_delay)
     return delay if delay >= MIN_DELAY else 0.0
 

@@ -1,5 +1,3 @@
-"""Field lines of robots.txt: the fields a group holds, and the regular expressions that find them."""
-
 from __future__ import annotations
 
 import re
@@ -19,7 +17,6 @@ MEMBER_FIELDS = {
     b"request-rate": REQUEST_RATE,
     b"visit-time": VISIT_TIME,
 }
-# The spellings met most, found without lower-casing.
 MEMBER_FIELDS.update({field.capitalize(): kind for field, kind in MEMBER_FIELDS.items()})
 MEMBER_FIELDS[b"Crawl-Delay"] = CRAWL_DELAY
 
@@ -41,7 +38,6 @@ def _first_letter(fields: bytes) -> bytes:
 
 
 def member_field(fields: bytes, capture: bool = False) -> bytes:
-    """:func:`field_line` without the newline and leading white space."""
     name = (b"(" if capture else b"(?:") + fold_case(fields) + b")"
     separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:#]+" + END_SPACE + rb"(?:#|\n|\Z)))[ \t]*"
     first = _first_letter(fields)
@@ -49,11 +45,8 @@ def member_field(fields: bytes, capture: bool = False) -> bytes:
 
 
 def field_line(fields: bytes, capture: bool = True) -> bytes:
-    """The regex of a line holding one of *fields* (captured if *capture*) and its value.
-
-    Names compare whole (``Disallowed:`` is no Disallow); the colon may be missing before a one-word value
-    (``disallow /``), as in Google robots.cc GetKeyAndValueFrom. The literal leading newline lets the engine skip
-    line to line at C speed. The value runs to the comment or line end without backtracking; readers strip its end."""
+    """The regex of a line of *fields*, names compared whole; a one-word value needs no colon (Google robots.cc
+    GetKeyAndValueFrom). The literal leading newline lets the engine skip from line to line at C speed."""
     return rb"\n[ \t]*" + member_field(fields, capture)
 
 
@@ -68,14 +61,12 @@ UNREAD = b"\x00"
 
 
 def _unread_field(fields: bytes) -> bytes:
-    """Like :func:`field_line` for an unread line, up to its value (comments are gone by then)."""
     separator = rb"(?:[ \t]*:|[ \t]+(?=[^\s:]+" + END_SPACE + rb"\n))[ \t]*"
     return UNREAD + rb"[ \t]*" + _first_letter(fields) + rb"(" + fold_case(fields) + rb")" + separator
 
 
 def _unread_rule(fields: bytes) -> re.Pattern[bytes]:
-    """Like :func:`_unread_field`, up to a non-empty value. White-space runs are taken whole (lookahead plus
-    back reference: an atomic group), so a long run ending the line is not retried from each character."""
+    """Up to a non-empty value; an atomic group (lookahead, back reference) takes blanks whole: no quadratic retries."""
     name = UNREAD + rb"[ \t]*" + _first_letter(fields) + rb"(?:" + fold_case(fields) + rb")"
     separator = rb"(?=([ \t]*))\1(?::(?=([ \t]*))\2(?=\S)|(?<=[ \t])(?=[^\s:]+" + END_SPACE + rb"\n))"
     return re.compile(name + separator)

@@ -1,9 +1,6 @@
-"""Page-level robots: the directives of ``X-Robots-Tag`` header values and of an HTML page's robots ``<meta>``
-tags that apply to one robot, in Google's documented syntax
-(developers.google.com/search/docs/crawling-indexing/robots-meta-tag).
-
-A hostile page costs no more than a real one: the head read, the tags looked at and the directives read are
-bounded, and every search is ``bytes.find`` or a regex whose classes cannot overlap (no backtracking)."""
+"""``X-Robots-Tag`` and ``<meta>`` directives for one robot, in Google's syntax
+(developers.google.com/search/docs/crawling-indexing/robots-meta-tag); reads are bounded and no search backtracks,
+so a hostile page costs no more than a real one."""
 
 from __future__ import annotations
 
@@ -20,7 +17,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-#: The ``<meta>`` name every robot obeys.
 GENERIC = "robots"
 #: Bytes of a body read for ``<meta>`` tags (the tags belong in the ``<head>``), and of ``X-Robots-Tag`` values.
 HEAD_BYTES = 64 * 1024
@@ -47,22 +43,19 @@ _WORD = re.compile(r"[^\s;]+")
 _LANDMARKS = (b"<!--", b"</head", b"<body", b"<meta", b"<script", b"<style", b"<title", b"<textarea", b"<template")
 _RAW_TEXT = frozenset({b"script", b"style", b"title", b"textarea", b"template"})
 _AFTER_TAG_NAME = b" \t\n\r\f/>"
-# One attribute: a name, then perhaps a value, quoted (perhaps unclosed) or not.
 _ATTRIBUTE = re.compile(rb"""([^\s/>=][^\s/>=]*)(?:\s*=\s*("[^"]*"?|'[^']*'?|[^\s>]*))?""")
 
 
 def page_directives(
     header_values: Iterable[bytes | str], body: bytes | None, robot: str, now: float | None = None
 ) -> frozenset[str]:
-    """The directives that apply to *robot* (its case-folded name): those of the ``X-Robots-Tag`` values and,
-    when *body* is an HTML page's, of its ``<meta>`` tags; their union, as Google combines them."""
+    """Directives for *robot* (case-folded) of the ``X-Robots-Tag`` values and *body*'s ``<meta>``, united (Google)."""
     found = header_directives(header_values, robot, now)
     return found | meta_directives(body, robot, now) if body else found
 
 
 def header_directives(values: Iterable[bytes | str], robot: str, now: float | None = None) -> frozenset[str]:
-    """The directives of ``X-Robots-Tag`` header *values* for every robot and for *robot*: ``noindex``,
-    ``googlebot: nofollow``, ``otherbot: noindex, nofollow`` (a name holds until the next one in the value)."""
+    """``X-Robots-Tag`` directives for every robot and *robot*; a name holds to the next (``bot: noindex, none``)."""
     found: set[str] = set()
     size, left = HEAD_BYTES, MAX_DIRECTIVES
     for raw in values:
@@ -78,8 +71,7 @@ def header_directives(values: Iterable[bytes | str], robot: str, now: float | No
 
 
 def meta_directives(body: bytes | None, robot: str, now: float | None = None) -> frozenset[str]:
-    """The directives of the ``<meta name="robots">`` and ``<meta name="<robot>">`` tags of an HTML *body*'s
-    head: its first :data:`HEAD_BYTES`, up to ``</head>`` or ``<body>``; comments, scripts and styles skipped."""
+    """Directives of the ``robots`` and *robot* ``<meta>`` tags in *body*'s first HEAD_BYTES, up to ``<body>``."""
     found: set[str] = set()
     left = MAX_DIRECTIVES
     for name, content in _meta_tags(body[:HEAD_BYTES].lower() if body else b""):
@@ -121,11 +113,11 @@ def _meta_tags(head: bytes) -> Iterator[tuple[str, str]]:
             position = start + 1  # another tag: <metadata>, <bodyguard>
             continue
         if landmark in (b"</head", b"<body"):
-            return  # the head is over
+            return
         # HTML ends a tag at its first ">" outside quotes; robots' tags hold none inside, so the first will do.
         end = head.find(b">", after)
         if end < 0:
-            return  # an unclosed tag runs to the end
+            return
         position = end + 1
         tag = landmark[1:]
         if tag in _RAW_TEXT:
@@ -141,7 +133,6 @@ def _meta_tags(head: bytes) -> Iterator[tuple[str, str]]:
 
 
 def _attributes(head: bytes, start: int, end: int) -> dict[str, str]:
-    """The ``name`` and ``content`` attributes of a tag whose attributes lie in ``head[start:end]``."""
     attributes: dict[str, str] = {}
     if head.find(b"name", start, end) < 0:
         return attributes
@@ -160,8 +151,7 @@ def _attributes(head: bytes, start: int, end: int) -> dict[str, str]:
 
 
 def _pieces(text: str, most: int, header: bool) -> Iterator[tuple[str | None, str]]:
-    """At most *most* comma-separated directives of *text*, each with the robot it is for (X-Robots-Tag only),
-    else None. A date after ``unavailable_after:`` keeps its comma (``Saturday, 25-Jun-10 15:00:00 GMT``)."""
+    """At most *most* directives with the robot each names (headers); an ``unavailable_after`` date keeps its comma."""
     agent: str | None = None
     pieces = text.split(",", most)[:most]
     index = 0
@@ -180,8 +170,7 @@ def _pieces(text: str, most: int, header: bool) -> Iterator[tuple[str | None, st
 
 
 def _directive(piece: str, now: float | None) -> list[str]:
-    """The directive names one piece stands for: ``none`` is ``noindex`` and ``nofollow``; a passed
-    ``unavailable_after`` date is ``noindex`` (and ``unavailable_after``), a coming or unreadable one nothing."""
+    """The names *piece* stands for: ``none`` is noindex, nofollow; a passed ``unavailable_after`` date adds noindex."""
     name, colon, value = piece.partition(":")
     name = name.strip()
     if colon:

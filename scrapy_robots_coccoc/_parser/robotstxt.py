@@ -1,5 +1,3 @@
-"""``RobotsTxt``: a robots.txt file read the way Coc Coc's robots read it."""
-
 from __future__ import annotations
 
 import re
@@ -24,8 +22,7 @@ _AGENT_OR_SITEMAP = re.compile(
 
 
 class Decision(NamedTuple):
-    """Why a URL is allowed or not: the agent value of the group obeyed (None when no group applies) and the
-    rule that decided (None when no rule matched, which allows)."""
+    """Why a URL is allowed or not: the agent value of the group obeyed and the rule that decided (None: none did)."""
 
     allowed: bool
     agent: str | None
@@ -42,7 +39,6 @@ class RobotsTxt:
     ) -> None:
         # Group key -> its groups' section(s), replaced by their RuleSet when first obeyed: built only if used.
         self._groups = groups
-        # The last robot asked about and the RuleSet it obeys.
         self._chosen: tuple[str | None, RuleSet | None] = (None, None)
         # One string rather than a list of them: a store holds many files.
         self._sitemaps = "\n".join(sitemaps)
@@ -51,9 +47,7 @@ class RobotsTxt:
 
     @classmethod
     def parse(cls, body: bytes | str) -> RobotsTxt:
-        """Parse a robots.txt body; bytes are UTF-8, only the first 500 KiB count.
-
-        Time is linear in the body's size, whatever it holds: each line is looked at a bounded number of times."""
+        """Parse a robots.txt body (bytes are UTF-8; only the first 500 KiB count) in time linear in its size."""
         if isinstance(body, str):
             body = body.encode("utf-8", "surrogatepass")
         truncated = len(body) > MAX_BYTES
@@ -65,7 +59,6 @@ class RobotsTxt:
             body = body.replace(b"\r\n", b"\n")
             if b"\r" in body:
                 body = body.replace(b"\r", b"\n")
-        # Every line, the first included, is led by a newline.
         text = b"\n" + body
         groups: dict[str, list[Section]] = {}
         agent_lines = []

@@ -1,5 +1,3 @@
-"""The rules of one user agent, merged from every group naming it, and the "most specific rule wins" decision."""
-
 from __future__ import annotations
 
 import math
@@ -40,8 +38,7 @@ class Rule(NamedTuple):
 
 
 class RequestRate(NamedTuple):
-    """``Request-rate: 1/5`` of the extended standard: *requests* per *seconds*,
-    only between *start* and *end* (UTC) when a window follows (``1/10s 0600-0845``)."""
+    """``Request-rate: 1/5`` (extended standard): *requests* per *seconds*, between *start* and *end* (UTC) if given."""
 
     requests: int
     seconds: float
@@ -89,17 +86,15 @@ _MINUS_ONE = bytes([0, *range(255)])
 
 
 def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
-    """Return *text*'s lines as rule lines in the normal form (mark and pattern, else empty) and the (field,
-    value) of its extension lines, by C-speed passes over the whole text: common ``Disallow: /…`` and
-    ``Allow: /…`` lines are plain replacements, and the regular expressions try only the lines left."""
+    """*text*'s lines as normal-form rule lines (mark and pattern, else empty) and its extensions' (field, value), by
+    C-speed passes: plain replacements take the common ``Disallow: /…`` lines, regexes only the lines left."""
     if b"#" in text:
         text = COMMENT.sub(b"", text)
     if UNREAD in text:
         # UNREAD marks lines below: a NUL in the text takes its normal form first.
         text = text.replace(UNREAD, b"%00")
     if b" \n" in text or b"\t\n" in text:
-        # Trailing spaces and tabs go first, so blank lines are empty and a colon-less value ends its line; line by
-        # line, as a regular expression would retry each character of a long run, in quadratic time.
+        # So blank lines are empty and a colon-less value ends its line; not by regex, quadratic on long runs.
         text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(b" \t")))
     text = text.replace(b"\n", b"\n" + UNREAD)
     if len(text) > _LONG_TEXT:
@@ -113,7 +108,6 @@ def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
     # An empty Disallow allows everything and an empty Allow is ignored: neither is kept.
     text = UNREAD_LINE.sub(b"", text)
     if b"\x0b" in text or b"\x0c" in text:
-        # Vertical tabs and form feeds end a value too, with the spaces before them.
         text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(VALUE_END_SPACE)))
     return normalize_lines(text), extensions
 
@@ -123,30 +117,27 @@ SPLIT_BUDGET = 16 << 20
 
 
 class _Split(NamedTuple):
-    """A rule set's wildcard patterns, ready for checks: many one-piece ones (``/c1/*``, ``/page$``) looked up
-    as prefixes or whole paths, the others longest first with their last piece, a literal every match holds."""
+    """Wildcard patterns ready for checks: one-piece ones looked up, others with the last piece any match holds."""
 
     size: int
     prefixes: dict[str, tuple[int, int]]
     prefix_lengths: tuple[int, ...]
     paths: dict[str, tuple[int, int]]
-    looked_up_rank: int  # the highest rank of a looked-up pattern, _NO_RANK when none
+    looked_up_rank: int
     literals: tuple[str, ...]
     rules: tuple[tuple[int, tuple[str, ...], bool, int], ...]
     text: str
 
 
-# Split patterns by wildcard text, shared by rule sets with the same ones (sites copy rules) and kept out of them
-# (a store holds thousands); past SPLIT_BUDGET the oldest go, so a crawl of too many sites pays a split a check.
+# Shared by rule sets with the same wildcards (sites copy rules) and kept out of them (a store holds thousands).
 _SPLIT: dict[str, _Split] = {}
 _split_bytes = 0
 _SPLIT_LOCK = threading.Lock()
 
 
 def _split(wildcards: str) -> _Split:
-    """Split *wildcards* (marked lines, longest first) by C-speed passes; a pattern's rank is twice its length,
-    plus one for Allow, which wins a tie (RFC 9309 §2.2.2). A last piece the path lacks rules a pattern out cheaply;
-    one-piece patterns are looked up, as searching a path for each costs its length."""
+    """Split *wildcards* (marked lines, longest first); a rank is twice the pattern's length, plus one for Allow,
+    which wins a tie (RFC 9309 §2.2.2)."""
     global _split_bytes
     lines = wildcards.split("\n")
     # A run of "*" is one "*", not empty pieces walked at every check.
@@ -157,7 +148,6 @@ def _split(wildcards: str) -> _Split:
     pieces = tuple(map(tuple, map(str.split, literals, repeat("*"))))
     ranks = [2 * len(line) - 2 + (line[0] == ALLOW_MARK) for line in lines]
     anchored = map(str.endswith, patterns, repeat("$"))
-    # Where each pattern starts in the text, after its mark (the last offset is the text's end).
     offsets = accumulate(map((1).__add__, map(len, lines)), initial=1)
     rules = tuple(zip(ranks, pieces, anchored, offsets, strict=False))
     prefixes: dict[str, tuple[int, int]] = {}
@@ -172,7 +162,6 @@ def _split(wildcards: str) -> _Split:
                 # Longest first: the first rank met for a piece is its highest.
                 (paths if whole else prefixes).setdefault(parts[0], (rank, offset))
         rules = tuple(searched)
-    # Roughly the bytes held, without measuring each object.
     size = 210 * len(lines) + 2 * len(wildcards)
     split = _Split(
         size,
@@ -194,7 +183,6 @@ def _split(wildcards: str) -> _Split:
 
 
 def _earliest(hit: tuple[int, int]) -> tuple[int, int]:
-    """Sort key of looked-up (rank, offset) pairs: the highest rank, then the first in the text."""
     return hit[0], -hit[1]
 
 
@@ -205,19 +193,15 @@ def _worth_looking_up(pieces: tuple[tuple[str, ...], ...]) -> bool:
 
 
 def _bloom(keys: list[int]) -> int:
-    """The 256-bit Bloom filter of *keys*: bit ``key & 255`` of each (and bit 1: a false positive costs only time).
-    No Python operation per key: bytes.maketrans scatters the low bytes, int() reads them as binary digits."""
+    """The 256-bit Bloom filter of *keys* (bit ``key & 255``; bit 1 always, a harmless false positive), built in C."""
     low_bytes = array("q", keys).tobytes()[_LOW_BYTE_AT::8]
     table = bytes.maketrans(low_bytes, b"\x01" * len(low_bytes))
     return int(table.translate(_ONE_TO_DIGIT)[::-1], 2)
 
 
 class RuleSet:
-    """What a robot obeys once its group is chosen, held compactly.
-
-    The rules are one string, a line per group line (mark and pattern, or empty): no object per rule. The path's
-    prefixes of each plain pattern length are looked up; wildcard patterns are tried longest first while they can win.
-    """
+    """What a robot obeys: the rules as one string (a line per group line, no object per rule); the path's prefixes
+    of each plain pattern length are looked up, wildcard patterns tried longest first while they can win."""
 
     __slots__ = (
         "_bloom",
@@ -241,7 +225,6 @@ class RuleSet:
         self._rules, extensions = _rule_lines(b"\n%b\n" % b"\n".join(sections))
         for field, value in extensions:
             self._read_extension(MEMBER_FIELDS[field.lower()], value.decode("ascii", "replace"))
-        # (first line index, line number of that line) of every section.
         if len(sections) == 1:
             self._starts: tuple[int, ...] = (0, int(_LINE_NUMBER.match(sections[0])[0]))  # type: ignore[index]
         else:
@@ -254,7 +237,6 @@ class RuleSet:
         self._index()
 
     def _index(self) -> None:
-        """Find the wildcard patterns and index the plain ones' lengths and hashes, all derived from the text."""
         rules = self._rules
         patterns = set(rules.split("\n"))
         patterns.discard("")
@@ -284,7 +266,6 @@ class RuleSet:
         self._hashes = array("q", sorted(keys)) if len(rules) > _INDEXED_CHARS else None
 
     def rule_count(self) -> int:
-        """The number of rules that can match a path (an empty ``Disallow:`` is none)."""
         return sum(1 for line in self._rules.split("\n") if line)
 
     def __getstate__(self) -> dict[str, object]:
@@ -347,7 +328,6 @@ class RuleSet:
             if top is not None and top[0] > best_rank:
                 best_rank, tie_offset = top
                 best = bool(best_rank & 1), wildcards[tie_offset : tie_offset + (best_rank >> 1)]
-        # Patterns whose literal the path lacks are skipped at C speed.
         for rank, pieces, anchored, offset in compress(split, map(path.__contains__, literals)):
             if rank <= best_rank and (rank < best_rank or offset > tie_offset):
                 break
@@ -356,7 +336,6 @@ class RuleSet:
         return best
 
     def decide(self, path: str) -> Rule | None:
-        """Return the most specific rule matching *path*, with its line number."""
         found = self.match(path)
         return None if found is None else Rule(found[0], found[1], self._line_of(*found))
 
@@ -386,8 +365,7 @@ def parse_delay(text: str) -> float | None:
 
 
 def parse_request_rate(text: str) -> RequestRate | None:
-    """Return ``n/m`` (``m`` may end in s, m, h or d), optionally followed by a
-    ``HHMM-HHMM`` window (extended standard), as a RequestRate, or None."""
+    """``n/m`` (``m`` may end in s, m, h or d), then perhaps a ``HHMM-HHMM`` window, as a RequestRate; else None."""
     rate, _, window = text.strip().partition(" ")
     requests, slash, period = rate.partition("/")
     period = period.strip().lower()

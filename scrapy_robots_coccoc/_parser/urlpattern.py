@@ -1,8 +1,5 @@
-"""Allow/Disallow patterns: the percent-encoding normal form and linear-time matching.
-
-A pattern matches a URL's path plus ``?query``: ``*`` matches any run, a final ``$`` anchors the end, a trailing ``*``
-is implied. Rules and URLs compare in one normal form (RFC 9309 §2.2.2-2.2.3): ``%7E`` is ``~``, ``%2f`` is ``%2F``,
-``<`` is ``%3C``; a URL's literal ``*`` and ``$`` are ``%2A`` and ``%24``, as a rule names them."""
+"""Allow/Disallow patterns: linear-time matching, and the one normal form rules and URLs compare in (RFC 9309
+§2.2.2-2.2.3): ``%7E`` is ``~``, ``%2f`` is ``%2F``, ``<`` is ``%3C``; a URL's ``*`` and ``$`` are ``%2A``, ``%24``."""
 
 from __future__ import annotations
 
@@ -25,11 +22,9 @@ def _byte_class(kept: bytes) -> bytes:
 
 # A path left as it is: one repeated class runs far faster than a search for what it lacks.
 _URL_PLAIN_TEXT = "[" + _byte_class((_UNRESERVED + _RESERVED).replace(b"%", b"")).decode() + "]*"
-# Most URLs (http(s), a path already normal): one match finds and vets the path.
 _PLAIN_HTTP_PATH = re.compile(rf"https?://[^/?#]*(/{_URL_PLAIN_TEXT})(?:#|\Z)")
 _URL_PLAIN_PATH = re.compile(_URL_PLAIN_TEXT)
 _KEPT_IN_URLS = _UNRESERVED + _RESERVED
-# Rules keep "*" and "$" as written (a URL encodes them), and are joined by newlines.
 _KEPT_IN_RULES = _KEPT_IN_URLS + b"*$\n"
 _CHANGED = re.compile(b"(" + _CHANGED_ESCAPE + b")")
 # A "%" starting no escape is data, "%25" (RFC 3986 §2.4): rule "/a%" is no prefix of "/a%3C", as in CPython.
@@ -50,7 +45,7 @@ _REWRITE = _rewrites()
 
 
 class _Escapes(NamedTuple):
-    """Each byte's three bytes in the normal form: a kept byte and two NULs (deleted later), or its escape."""
+    """Each byte's three bytes in the normal form: its escape, or a kept byte and two NULs (NUL is never kept)."""
 
     first: bytes
     second: bytes
@@ -65,22 +60,17 @@ def _escapes(kept: bytes) -> _Escapes:
     )
 
 
-# NUL is escaped in either form, so it can mark the bytes to delete.
 _RULE_ESCAPES = _escapes(_KEPT_IN_RULES)
 _URL_ESCAPES = _escapes(_KEPT_IN_URLS)
 
 
 def _normal_form(raw: bytes, escapes: _Escapes) -> str:
-    """Return *raw* in the normal form, the bytes *escapes* keeps (``%`` among them) standing as written.
-
-    Seven C-speed passes, however many distinct bytes need escaping. No escape written can form another with its
-    neighbours, so this gives the text one left-to-right scan would."""
+    """*raw* in the normal form by seven C-speed passes, as a left-to-right scan gives it: no escape forms another."""
     if b"%" in raw:
         raw = _BARE_PERCENT.sub(b"%25", raw)
         parts = _CHANGED.split(raw)
         parts[1::2] = map(_REWRITE.__getitem__, parts[1::2])
         raw = b"".join(parts)
-    # Each byte to escape becomes "%": nothing changes when there is none.
     first = raw.translate(escapes.first)
     if first == raw:
         return raw.decode("ascii")
@@ -95,8 +85,7 @@ _INNER_DOLLAR = re.compile(r"\$(?!\n|\Z)")
 
 
 def normalize_lines(values: bytes) -> str:
-    """Return newline-joined rule values in the normal form, all at once. Each non-ASCII byte is escaped alone:
-    valid UTF-8 gets its percent-encoding, other bytes a faithful escape, so no input fails to decode."""
+    """Newline-joined rule values in the normal form; each non-ASCII byte is escaped alone, so none fails to decode."""
     text = _normal_form(values, _RULE_ESCAPES)
     # Google robots.cc: "$" is special only at the end of a pattern.
     return _INNER_DOLLAR.sub("%24", text) if "$" in text else text
@@ -119,8 +108,7 @@ def path_of(url: str) -> str:
 
 
 def wildcard_matches(pieces: tuple[str, ...], anchored: bool, path: str) -> bool:
-    """Whether *path*, starting with ``pieces[0]``, matches the pattern split at its ``*`` (``$``-ended if
-    *anchored*): each piece is found leftmost with ``str.find``, so nothing backtracks."""
+    """Whether *path*, starting with ``pieces[0]``, matches: each piece is found leftmost, so nothing backtracks."""
     pos = len(pieces[0])
     if len(pieces) == 1:
         return not anchored or len(path) == pos

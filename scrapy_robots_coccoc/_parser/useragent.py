@@ -1,5 +1,3 @@
-"""Robot names: the name a robot goes by, and the agent a ``User-agent`` line names."""
-
 from __future__ import annotations
 
 import re
@@ -18,15 +16,12 @@ _KEPT_KEYS = 4096
 _KEYS: dict[bytes, str | None] = {}
 _UNKNOWN = object()
 
-#: Starts the group key of a value only a robot of exactly that name obeys; no robot name contains it.
 EXACT = " "
 
 
 def agent_key(value: bytes) -> str | None:
-    """Return the group key of a ``User-agent`` value, or None when it names no robot.
-
-    ``*`` is the catch-all; a token of ``[a-z0-9_-]`` (``Googlebot/2.1``, ``coccocbot*``) matches by prefix; any
-    other word (``Go!Zilla``) is ``EXACT`` plus the word, matched whole, so a cut value is never more general."""
+    """The group key of a ``User-agent`` value (None: no robot): a ``[a-z0-9_-]`` token matches by prefix; another word
+    (``Go!Zilla``) is EXACT (in no robot name) plus it, matched whole, so a cut value is never more general."""
     # One lookup: another thread may clear the cache between two.
     known = _KEYS.get(value, _UNKNOWN)
     if known is not _UNKNOWN:
@@ -56,8 +51,7 @@ def _key(word: bytes) -> str:
 
 @lru_cache(maxsize=256)
 def robot_name(user_agent: str) -> str:
-    """Return the robot's name, case-folded: the product token of the first ``(compatible; name/…)`` comment,
-    wherever it stands (Googlebot's smartphone header puts it last), else the header's first product token."""
+    """The robot's case-folded name: the first ``(compatible; name/…)`` token, wherever it stands, else the first."""
     found = _COMPATIBLE.search(user_agent)
     if found:
         return found[1].casefold()
