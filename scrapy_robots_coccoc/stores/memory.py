@@ -1,5 +1,3 @@
-"""The in-memory store: the default, one process's own."""
-
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -19,13 +17,9 @@ _STATE_BYTES = 200
 
 
 class MemoryStore:
-    """A least-recently-used map of parsed origin states, with the turns of
-    paced origins (the whole process's, when built by ``from_crawler``).
-
-    It holds at most ``ROBOTSTXT_MAX_ORIGINS`` origins (default 100,000) and
-    ``ROBOTSTXT_MAX_ORIGINS_MB`` of rules (default 512). Evicting an origin
-    being fetched is harmless: the middleware holds its state and stores the new one.
-    """
+    """A least-recently-used map of origin states, bounded by ``ROBOTSTXT_MAX_ORIGINS`` and
+    ``ROBOTSTXT_MAX_ORIGINS_MB``, with the turns of paced origins (the whole process's, from ``from_crawler``).
+    Evicting an origin being fetched is harmless: the middleware holds its state and stores the new one."""
 
     def __init__(
         self,
@@ -79,7 +73,6 @@ class MemoryStore:
         return self._turns.reserve(origin, spacing)
 
     def next_start(self, origin: str) -> float:
-        """The earliest start of *origin*'s next turn here (0.0 when none was reserved)."""
         return self._turns.next_start(origin)
 
     def reserved_until(self, origin: str, next_start: float) -> None:

@@ -1,5 +1,3 @@
-"""The Redis store: robots.txt state and Crawl-delay turns shared by the workers of a crawl."""
-
 from __future__ import annotations
 
 import logging
@@ -38,38 +36,25 @@ logger = logging.getLogger(__name__)
 # Stored outcome -> (has rules, unavailable).
 OUTCOMES = {b"rules": (True, False), b"unrestricted": (False, False), b"unavailable": (False, True)}
 
-# Numbers are read only in plain decimal, as we write them, so that Python and
-# Lua agree on every value (Lua's tonumber() takes "0x6b", float() "1_000").
+# Plain decimal only, as we write numbers, so Python and Lua agree (tonumber() takes "0x6b", float() "1_000").
 _DECIMAL = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?")
 
 
 class RedisStore:
-    """Shares per-origin state among the workers of a crawl through one Redis
-    server (``ROBOTSTXT_REDIS_URL``, else scrapy-redis's ``REDIS_URL``, else
-    ``REDIS_HOST``/``REDIS_PORT``).
+    """Shares per-origin state among a crawl's workers through one Redis server (``ROBOTSTXT_REDIS_URL``, else
+    scrapy-redis's ``REDIS_URL``, else ``REDIS_HOST``/``REDIS_PORT``).
 
-    Per origin, Redis holds a hash of the outcome (``rules``, ``unrestricted``
-    or ``unavailable``), the raw robots.txt body and the expiry (Redis drops
-    it some time after); a short-lived lock, so that one worker fetches while
-    the others wait; and the next start that paces the Crawl-delay across
-    workers. The keys carry the origin as a hash tag
-    (``robotstxt:{https://example.com:443}:state``) to share a Cluster slot.
-    A local :class:`MemoryStore` in front asks Redis once per origin and
-    period; when Redis fails, the worker warns, goes on with it alone and
-    retries after ``RETRY_SECONDS``.
-
-    Redis is never awaited on the reactor thread: ``redis.asyncio`` runs under
-    an asyncio loop, else the blocking client in the store's own threads. A
-    value read back that makes no sense is ignored, with one WARNING per
-    origin and problem. Three calls in a row slower than
-    ``ROBOTSTXT_REDIS_SLOW_SECONDS`` (default 0.1) get one WARNING per crawl:
-    every new or paced origin waits for Redis.
+    Per origin, Redis holds the outcome, raw body and expiry; a short-lived lock, so that one worker fetches while
+    the others wait; and the next start that paces the Crawl-delay across workers. A local :class:`MemoryStore` in
+    front asks Redis once per origin and period; when Redis fails, the worker warns, goes on alone and retries after
+    ``RETRY_SECONDS``. Redis is never awaited on the reactor thread (``redis.asyncio`` under asyncio, else threads).
+    Nonsense read back is ignored with one WARNING per origin and problem; three calls in a row slower than
+    ``ROBOTSTXT_REDIS_SLOW_SECONDS`` get one WARNING per crawl.
     """
 
     RETRY_SECONDS = 5.0
     #: How often, at most, a worker reads the pauses of its peers (while it has requests to decide).
     PAUSE_POLL_SECONDS = 0.2
-    #: The most pauses read at once.
     MAX_PAUSES = 10_000
     #: The longest close waits for calls and fetch locks under way (an ended fetch lets go in a turn or two).
     CLOSE_SECONDS = 3.0
@@ -83,7 +68,6 @@ class RedisStore:
     CLOCK_READINGS = 5
     #: Redis is slow when this many calls in a row took over ``ROBOTSTXT_REDIS_SLOW_SECONDS``.
     SLOW_IN_A_ROW = 3
-    #: At most this many (origin, problem) pairs are remembered as warned of.
     WARNED_ORIGINS = 10_000
 
     def __init__(
@@ -114,7 +98,7 @@ class RedisStore:
         self._clock = RedisClock()
         self._clock_known = False
         self._slow_in_a_row = 0
-        self._slow_until = 0.0  # when the last slow call ended
+        self._slow_until = 0.0
         self._warned_slow = False
         self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
         # Origin -> (spacing, callers) of the turns its next call reserves; origins with a call under way.
@@ -123,7 +107,7 @@ class RedisStore:
         # Calls and fetch locks under way: close waits for them (the middleware awaits no write), then closes.
         self._under_way = _UnderWay()
         self._held: set[str] = set()
-        self._polled_at = 0.0  # when the pauses were last read
+        self._polled_at = 0.0
         self._token = uuid.uuid4().hex  # in this worker's fetch locks: release drops only its own
 
     @classmethod
@@ -146,8 +130,7 @@ class RedisStore:
         return store
 
     async def warm_up(self) -> None:
-        """Load the scripts, open connections and read Redis's clock before the first request, so that
-        the first origins wait one round trip per call, not for uploads, handshakes and clock readings."""
+        """Upload scripts, open connections and read the clock ahead, so first calls wait a round trip, no more."""
         calls = [self._load(source) for source in SCRIPTS.values()]
         calls += [self._read_clock_once() for _ in range(self.WARM_CONNECTIONS - len(calls))]
         loaded = await maybe_deferred_to_future(DeferredList(list(map(deferred_from_coro, calls))))
@@ -202,8 +185,7 @@ class RedisStore:
         return self._written(self._run("pause", [f"{self._prefix}:pauses"], args))
 
     def paused_until(self, origin: str) -> float:
-        """When *origin*'s pause ends as this worker knows it; the peers' pauses are read in the background,
-        at most every PAUSE_POLL_SECONDS, so that no request waits for Redis."""
+        """When *origin*'s pause ends as known here; peers' pauses are polled in the background: no request waits."""
         now = time.time()
         if now - self._polled_at >= self.PAUSE_POLL_SECONDS and not self._down():
             self._polled_at = now
@@ -221,10 +203,8 @@ class RedisStore:
                 self._local.pause(origin.decode(errors="replace"), end - offset)
 
     async def close(self) -> None:
-        """Close the connections (and threads) once the calls and fetch locks under way end, for at most
-        CLOSE_SECONDS (a lock held longer expires on its own). Writes made as the spider closed may come late:
-        Scrapy 2.13 starts one a loop turn later, and under a non-asyncio reactor a fetch ended by the close
-        resumes (and releases a claim granted then) after engine_stopped, hence a turn first."""
+        """Close once calls and fetch locks under way end (at most CLOSE_SECONDS), a loop turn first: a write made as
+        the spider closed may start late (Scrapy 2.13; other reactors resume a fetch the close ended after it)."""
         await loop.sleep(0)
         with suppress(defer.TimeoutError):
             await maybe_deferred_to_future(self._under_way.done().addTimeout(self.CLOSE_SECONDS, loop.clock()))
@@ -237,16 +217,14 @@ class RedisStore:
         await self._redis.close()
 
     def _written(self, write: Coroutine[Any, Any, Any]) -> Deferred[None]:
-        """Start *write* and have close wait for it; cancelling the answer (a timeout) cancels the
-        write, and close waits for the write, not the answer."""
+        """Start *write*, which close waits for (not for the answer); cancelling the answer (a timeout) cancels it."""
         self._under_way.begin()
         started: Deferred[Any] = deferred_from_coro(write)
         started.addBoth(self._under_way.end)
         answer: Deferred[None] = Deferred(lambda _: started.cancel())
 
         def relay(result: Any) -> None:
-            # Once cancelled, the answer has failed already; the write may still end
-            # a turn later (an asyncio task does), and that end is ignored.
+            # Once cancelled, the answer has failed: the write's end a turn later (an asyncio task's) is ignored.
             if not answer.called:
                 answer.callback(result)
 
@@ -254,8 +232,7 @@ class RedisStore:
         return answer
 
     def _ending_claim(self, origin: str, write: Callable[[], Coroutine[Any, Any, Any]]) -> MaybeAwaitable[None]:
-        """Start *write* (unless Redis is down), which ends this worker's claim
-        of *origin*, then let the lock go: a close waiting for it waits for both."""
+        """Start *write* (unless Redis is down), which ends this worker's claim, then let the lock go."""
         try:
             return None if self._down() else self._written(write())
         finally:
@@ -328,8 +305,7 @@ class RedisStore:
                 self._under_way.end()
 
     async def _reserve_shared(self, origin: str, spacing: float) -> float:
-        """A turn from Redis. Turns asked for at once are reserved together, one call per origin at a
-        time: a burst of an origin's requests costs a round trip or two, not a connection each."""
+        """A turn from Redis; turns asked at once are reserved in one call per origin at a time, not a call each."""
         turn: Deferred[float] = Deferred()
         queued_spacing, turns = self._queued.get(origin, (spacing, []))
         turns.append(turn)
@@ -378,13 +354,11 @@ class RedisStore:
             self._local.reserved_until(origin, start + count * spacing)  # should Redis fail
             if start >= time.time() or count > 1:
                 break
-            # Begun before the answer came: used late, it would squeeze the next
-            # turn, so it is given up (a batch's callers give up theirs).
+            # Begun before the answer came: used late, it would squeeze the next turn, so it is given up.
         return start
 
     async def _know_clock(self) -> bool:
-        """Read Redis's clock until readings stop improving (the first ones may
-        wait for new connections); False if Redis fails."""
+        """Read Redis's clock until readings stop improving (the first wait for connections); False if Redis fails."""
         for _ in range(self.CLOCK_READINGS):
             if self._clock.settled:
                 break
@@ -433,8 +407,7 @@ class RedisStore:
         return answer
 
     def _timed(self, began: float, ended: float) -> None:
-        """Track call times; warn once when calls made one after the other were
-        all slow (a stall here slows the calls it holds up, not those after)."""
+        """Track call times; warn once when calls made one after another were all slow (a batch held up counts once)."""
         seconds = ended - began
         self._round_trip = 0.8 * self._round_trip + 0.2 * seconds if self._round_trip else seconds
         if seconds <= self._slow_seconds:
@@ -455,7 +428,6 @@ class RedisStore:
             )
 
     def _unreadable(self, origin: str, kind: str, problem: str, local: OriginState | None) -> OriginState | None:
-        """Warn of a stored value that makes no sense, once per origin and kind; return *local*."""
         if (origin, kind) not in self._warned:
             self._warned[origin, kind] = None
             if len(self._warned) > self.WARNED_ORIGINS:

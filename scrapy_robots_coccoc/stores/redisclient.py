@@ -50,8 +50,7 @@ class AsyncioRedis:
 
 
 class ThreadedRedis:
-    """The blocking client in threads of its own (the reactor's pool serves the default
-    DNS resolver); answers come back as Deferreds on the reactor thread."""
+    """The blocking client in its own threads (the reactor's pool resolves DNS); answers: Deferreds on the reactor."""
 
     def __init__(self, client: Any, threads: int) -> None:
         from twisted.internet import reactor
@@ -87,8 +86,7 @@ class ThreadedRedis:
 
 
 def redis_client(settings: BaseSettings) -> Any:
-    """A Redis client for the crawl's loop: ``redis.asyncio`` under asyncio, else the blocking
-    one, run in the store's threads; a clear error if redis-py or the reactor is missing."""
+    """``redis.asyncio`` under asyncio, else the blocking client (run in the store's threads); clear errors if none."""
     try:
         import redis
         import redis.asyncio
@@ -111,8 +109,7 @@ def redis_client(settings: BaseSettings) -> Any:
 
 
 def _asyncio_runs_the_crawl(settings: BaseSettings) -> bool:
-    """Whether an asyncio loop runs the crawl: Scrapy's asyncio reactor, or
-    no reactor at all (``TWISTED_REACTOR_ENABLED = False``, Scrapy 2.15+)."""
+    """Whether asyncio runs the crawl: the asyncio reactor, or none (``TWISTED_REACTOR_ENABLED = False``, 2.15+)."""
     if not settings.getbool("TWISTED_REACTOR_ENABLED", True):
         return True
     if "twisted.internet.reactor" not in sys.modules:
