@@ -1,5 +1,3 @@
-"""The add-on that obeys robots.txt with our middlewares instead of Scrapy's."""
-
 from __future__ import annotations
 
 import logging
@@ -30,14 +28,9 @@ SPIDER_MIDDLEWARE_PRIORITY = 100
 
 
 class Addon:
-    """Replace Scrapy's ``RobotsTxtMiddleware`` with ours and obey robots.txt.
-
-    ``ROBOTSTXT_OBEY`` is set to ``True`` at add-on priority, so the project's
-    or spider's value wins: with ``False`` the add-on is inert and says so in
-    one INFO line. Priorities the project gave our middlewares (``None``
-    disables one) are kept. Scrapy's middleware is always disabled: two would
-    fetch every robots.txt twice.
-    """
+    """Replace Scrapy's ``RobotsTxtMiddleware`` with ours and obey robots.txt: ``ROBOTSTXT_OBEY = True`` at add-on
+    priority, so a project's or spider's ``False`` wins (said in one INFO line). Priorities given our middlewares
+    (``None`` disables one) are kept; Scrapy's is always disabled, as two would fetch robots.txt twice."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
@@ -53,8 +46,7 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         settings.set("ROBOTSTXT_OBEY", True, priority="addon")
         name = "DOWNLOADER_MIDDLEWARES"
-        # Disabled by the import path DOWNLOADER_MIDDLEWARES_BASE uses: Scrapy
-        # 2.13 merges the base by key, so a class key would leave it on.
+        # By DOWNLOADER_MIDDLEWARES_BASE's import path: Scrapy 2.13 merges the base by key, so a class key leaves it on.
         middlewares = settings.getdict(name)
         middlewares.pop(StockRobotsTxtMiddleware, None)
         middlewares[STOCK_ROBOTSTXT_MIDDLEWARE] = None
@@ -70,8 +62,7 @@ class Addon:
 
 
 def _setdefault(settings: BaseSettings, name: str, component: type, priority: int) -> None:
-    """Enable *component* by its public import path, unless the project names it already (by any path, or
-    ``None``): Scrapy's start-up lists then show it by name, like every other component."""
+    """Enable *component* by its import path (so start-up lists name it), unless the project names it or None."""
     components = settings.getdict(name)
     if any(load_object(key) is component for key in components):
         return

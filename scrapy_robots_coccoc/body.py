@@ -19,14 +19,9 @@ logger = logging.getLogger(__name__)
 
 
 class RobotsTxtBodyMiddleware:
-    """Bounds robots.txt bodies, whatever ``DOWNLOAD_MAXSIZE`` says.
-
-    Enabled above ``HttpCompressionMiddleware`` (590; the add-on puts it at
-    595), it sees robots.txt responses before they are inflated whole: a body
-    compressed despite our ``Accept-Encoding: identity`` is inflated as a
-    stream, no further than the 500 KiB the parser reads. Other responses
-    pass untouched.
-    """
+    """Bounds robots.txt bodies, whatever ``DOWNLOAD_MAXSIZE`` says: above ``HttpCompressionMiddleware`` (590; the
+    add-on puts it at 595), it inflates a body compressed despite our ``Accept-Encoding: identity`` as a stream, no
+    further than the 500 KiB the parser reads. Other responses pass untouched."""
 
     def __init__(self, crawler: Crawler) -> None:
         if not crawler.settings.getbool("ROBOTSTXT_OBEY"):

@@ -1,9 +1,5 @@
-"""``python -m scrapy_robots_coccoc``: check URLs against a robots.txt as the
-middleware would, and say which group and rule decided. Runs without Scrapy.
-
-Exit codes: 0 all allowed, 1 some disallowed, 2 bad arguments, 3 no robots.txt
-to go by (unreadable, or not a robots.txt).
-"""
+"""``python -m scrapy_robots_coccoc``: check URLs against a robots.txt as the middleware would, and say which group
+and rule decided (exit codes: EPILOG). Runs without Scrapy."""
 
 from __future__ import annotations
 
@@ -55,14 +51,12 @@ class Unreadable(Exception):
 
 
 def is_other_url(argument: str) -> bool:
-    """Whether *argument* is a URL with a scheme other than http(s)
-    (``ftp://``, ``file://``, ``data:`` …), which the middleware never fetches."""
+    """Whether *argument* is a non-http(s) URL (``ftp://``, ``data:`` …), which the middleware never fetches."""
     return bool(_SCHEME.match(argument)) and not argument.lower().startswith(HTTP_SCHEMES)
 
 
 def read_robots(source: str) -> tuple[bytes, str, str]:
-    """The robots.txt body from a file, ``-`` (stdin) or a URL, where it came from and its
-    Content-Type if fetched; one byte more than the parser reads, so that the report tells a cut."""
+    """Body (a byte past what the parser reads, to tell a cut), source and Content-Type of a file, ``-`` or URL."""
     if source == "-":
         return read_bounded(sys.stdin.buffer), "stdin", ""
     if source.lower().startswith(HTTP_SCHEMES):
@@ -99,8 +93,7 @@ class FiveRedirects(urllib.request.HTTPRedirectHandler):
 
 
 def requestable(url: str) -> bool:
-    """Whether *url* is an http(s) URL with a host, a valid port, no user name (the middleware
-    follows no redirect to one either) and nothing a request line cannot carry."""
+    """Whether *url* is http(s) with a host, a valid port, no user name (as the middleware) and no unsendable byte."""
     if not url.lower().startswith(HTTP_SCHEMES) or _UNSENDABLE.search(url):
         return False
     try:
@@ -122,8 +115,7 @@ def fetch(url: str) -> tuple[bytes, str, str]:
         except Unreadable as exc:
             outcome.append(exc)
 
-    # One bound over the whole fetch (redirects, headers, body): a timeout
-    # bounds each socket read only. A thread left behind ends with the process.
+    # One bound over the whole fetch, as a timeout bounds each socket read only; a thread left dies with the process.
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     worker.join(FETCH_TIMEOUT)
@@ -177,8 +169,7 @@ def read_body(stream: HTTPResponse, limit: int) -> tuple[bytes, bool]:
         except (HTTPException, OSError):
             return b"".join(chunks), True
         if not chunk:
-            # Closed before the Content-Length announced is broken off too:
-            # read1 gives b"" there, where read would raise IncompleteRead.
+            # Closed before its Content-Length is broken off too (read1 gives b"" where read raises IncompleteRead).
             return b"".join(chunks), bool(stream.length)
         chunks.append(chunk)
         size += len(chunk)
@@ -233,8 +224,7 @@ def not_robots_txt(body: bytes, content_type: str) -> str | None:
 
 
 def describe(source: str, body: bytes, agent: str) -> str:
-    """The report's first line: where robots.txt came from, its size (and
-    whether it was cut at 500 KiB), and the robot name a User-Agent stands for."""
+    """The report's first line: robots.txt's source, size (and any cut) and the robot name *agent* stands for."""
     if len(body) > MAX_BYTES:
         size = f"more than {MAX_BYTES:,} bytes: cut at 500 KiB, the rest is ignored"
     else:
@@ -360,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     parser = build_parser()
-    args = parser.parse_intermixed_args(argv)  # exits with 2 and a usage line on bad arguments
+    args = parser.parse_intermixed_args(argv)
     if args.robots is None:
         parser.error("give a robots.txt (a file, - or a URL) and URLs to check, or the URL of a page")
     if is_other_url(args.robots):
@@ -394,8 +384,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         report(robots, args.agent, decisions, out, robots_url, args.max_crawl_delay)
         out.flush()  # here, not at exit, where a closed pipe would make the exit code 120
     except BrokenPipeError:
-        # The reader stopped reading (``| head -1``): the decisions still give
-        # the exit code, and the flush at exit must not fail again.
+        # The reader left (``| head -1``): the decisions still give the exit code; the flush at exit must not fail.
         if out is sys.stdout:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_ALLOWED if all(decision.allowed for _, decision in decisions) else EXIT_DISALLOWED

@@ -1,6 +1,5 @@
-"""How a request ends when robots.txt, not the site, decides: each an
-:class:`~scrapy.exceptions.IgnoreRequest`, so errbacks see it and Scrapy logs
-it quietly, like the stock middleware's refusals."""
+"""How a request ends when robots.txt, not the site, decides: each an :class:`~scrapy.exceptions.IgnoreRequest`,
+so errbacks see it and Scrapy logs it quietly, like the stock middleware's refusals."""
 
 from __future__ import annotations
 
@@ -16,15 +15,13 @@ class OriginUnavailable(IgnoreRequest):
 
 
 class RobotsTxtFault(IgnoreRequest):
-    """robots.txt could not be fetched for a reason that is not the site's
-    (a local fault, a bad URL, the spider closing): nothing was decided."""
+    """robots.txt could not be fetched for a reason not the site's (a local fault, a bad URL, the spider closing):
+    nothing was decided."""
 
 
 class RobotsTxtOnly(IgnoreRequest):
-    """A ``robotstxt_only`` request is done: its origin's robots.txt is known
-    (and its sitemaps announced); there is nothing to download."""
+    """A ``robotstxt_only`` request is done: its origin's robots.txt is known (sitemaps announced), nothing to fetch."""
 
 
 class CrawlDelayOverCap(RobotsTxtForbidden):
-    """The origin asks for a Crawl-delay over ``ROBOTSTXT_MAX_CRAWL_DELAY`` and
-    ``ROBOTSTXT_CRAWL_DELAY_OVER_CAP = "skip"``: its requests are not made."""
+    """The Crawl-delay is over ``ROBOTSTXT_MAX_CRAWL_DELAY`` and ``ROBOTSTXT_CRAWL_DELAY_OVER_CAP = "skip"``."""
