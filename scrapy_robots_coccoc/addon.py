@@ -1,3 +1,5 @@
+"""The add-on that obeys robots.txt with our middlewares instead of Scrapy's."""
+
 from __future__ import annotations
 
 import logging

@@ -36,9 +36,7 @@ _SCHEME = re.compile(r"[a-z][a-z0-9+.-]+:", re.IGNORECASE)
 # What a terminal may take for a command (cursor moves, a new title).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # A line the parser reads as a field (any case, a misspelt Disallow, no colon before a one-word value).
-_FIELD = re.compile(
-    field_line(b"|".join([rb"user[- ]?agent", rb"site-?map", *(re.escape(f) for f in MEMBER_FIELDS if f.islower())]))
-)
+_FIELD = re.compile(field_line(b"|".join([rb"user[- ]?agent", rb"site-?map", *map(re.escape, MEMBER_FIELDS)])))
 # A line that is neither blank nor a comment: a body of such lines only is an empty robots.txt.
 _CONTENT = re.compile(rb"^[ \t\x0b\x0c]*[^\s#]", re.MULTILINE)
 # A web page or an XML document rather than a robots.txt, after any BOM and white space.

@@ -1,3 +1,5 @@
+"""robots.txt bodies as the parser reads them: inflated no further than it reads, cut at a whole line."""
+
 from __future__ import annotations
 
 import zlib

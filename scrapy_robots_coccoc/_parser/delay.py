@@ -1,3 +1,5 @@
+"""The delay a robots.txt asks of a robot, and the one a crawl keeps: shared by the middleware and the checker."""
+
 from __future__ import annotations
 
 from datetime import datetime, timezone

@@ -1,3 +1,5 @@
+"""Field lines of robots.txt: the fields a group holds, and the regular expressions that find them."""
+
 from __future__ import annotations
 
 import re
@@ -17,8 +19,6 @@ MEMBER_FIELDS = {
     b"request-rate": REQUEST_RATE,
     b"visit-time": VISIT_TIME,
 }
-MEMBER_FIELDS.update({field.capitalize(): kind for field, kind in MEMBER_FIELDS.items()})
-MEMBER_FIELDS[b"Crawl-Delay"] = CRAWL_DELAY
 
 
 # White space ending a value, not part of it; Google robots.cc strips vertical tabs and form feeds too.
@@ -51,7 +51,7 @@ def field_line(fields: bytes, capture: bool = True) -> bytes:
 
 
 def _fields(kinds: range) -> bytes:
-    return b"|".join(re.escape(f) for f, kind in MEMBER_FIELDS.items() if f.islower() and kind in kinds)
+    return b"|".join(re.escape(f) for f, kind in MEMBER_FIELDS.items() if kind in kinds)
 
 
 MEMBER_LINE = re.compile(field_line(_fields(range(5))))

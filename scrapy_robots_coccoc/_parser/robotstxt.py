@@ -1,3 +1,5 @@
+"""``RobotsTxt``: a robots.txt file read the way Coc Coc's robots read it."""
+
 from __future__ import annotations
 
 import re

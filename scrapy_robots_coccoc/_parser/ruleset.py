@@ -1,3 +1,5 @@
+"""The rules of one user agent, merged from every group naming it, and the "most specific rule wins" decision."""
+
 from __future__ import annotations
 
 import math

@@ -1,3 +1,5 @@
+"""Robot names: the name a robot goes by, and the agent a ``User-agent`` line names."""
+
 from __future__ import annotations
 
 import re

@@ -1,3 +1,5 @@
+"""The in-memory store: the default, one process's own."""
+
 from __future__ import annotations
 
 from collections import OrderedDict

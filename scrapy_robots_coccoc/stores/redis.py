@@ -1,3 +1,5 @@
+"""The Redis store: robots.txt state and Crawl-delay turns shared by the workers of a crawl."""
+
 from __future__ import annotations
 
 import logging

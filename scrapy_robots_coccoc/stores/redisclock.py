@@ -1,3 +1,5 @@
+"""Redis's clock as seen from a worker, for turns that workers agree on."""
+
 from __future__ import annotations
 
 import math
