@@ -48,7 +48,7 @@ async def test_requests_sent_back_at_close_come_back_filtered_as_before(sites, t
     scheduler again: after a resume its redirects passed the duplicate and
     offsite filters (a page downloaded 5 times, pages of another site)."""
     site, other = sites(
-        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.5\n")}),
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.2\n")}),
         LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow:\n")}),
     )
     for index in range(4):
@@ -56,7 +56,8 @@ async def test_requests_sent_back_at_close_come_back_filtered_as_before(sites, t
         site.pages[f"/out/{index}"] = Page(b"", status=302, headers={"Location": other.url(f"/landing/{index}")})
     urls = [site.url("/new"), *(site.url(f"/{kind}/{i}") for kind in ("old", "out") for i in range(4))]
     settings = {"JOBDIR": str(tmp_path / "job"), "DOWNLOAD_DELAY_JITTER": 0}
-    first = await crawl({**settings, "CLOSESPIDER_TIMEOUT": 1.2}, spider=FilteredSpider, urls=urls, follow=False)
+    # Closed while most of the 9 requests (1.8 s of turns) wait for theirs.
+    first = await crawl({**settings, "CLOSESPIDER_TIMEOUT": 0.5}, spider=FilteredSpider, urls=urls, follow=False)
     assert stat(first, "robotstxt/rescheduled_on_close")
     second = await crawl(settings, spider=FilteredSpider, urls=[], follow=False)
     assert [*first.spider.crawled, *second.spider.crawled] == [site.url("/new")]
@@ -104,14 +105,14 @@ async def test_a_fetch_stopped_by_the_close_sends_its_waiters_back_to_the_schedu
 @pytest_twisted.ensureDeferred
 async def test_a_paced_crawl_closes_about_as_fast_as_stock_scrapy(sites):
     ours_site, stock_site = sites(
-        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.4\n")}),
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.2\n")}),
         LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow: /nothing\n")}),
     )
     close = {"CLOSESPIDER_TIMEOUT": 1, "DOWNLOAD_DELAY_JITTER": 0}
     start = time.monotonic()
     await crawl(close, urls=[ours_site.url(f"/p{i}") for i in range(40)], follow=False)
     ours = time.monotonic() - start
-    stock = {**close, "DOWNLOADER_MIDDLEWARES": {}, "DOWNLOAD_DELAY": 0.4}
+    stock = {**close, "DOWNLOADER_MIDDLEWARES": {}, "DOWNLOAD_DELAY": 0.2}
     start = time.monotonic()
     await crawl(stock, urls=[stock_site.url(f"/p{i}") for i in range(40)], follow=False)
     baseline = time.monotonic() - start

@@ -135,6 +135,8 @@ async def test_keys_of_an_origin_share_one_cluster_slot(redis_server, new_store)
     assert sorted(slots) == sorted(origins)
     assert all(len(s) == 1 for s in slots.values())
     assert len(set.union(*slots.values())) == len(origins)  # origins spread over the cluster
+    for origin in origins:  # or the store's close waits CLOSE_SECONDS for these locks
+        await settle(store.release(origin))
 
 
 # --- Fetch locks ---
@@ -153,6 +155,7 @@ async def test_every_fetch_lock_ends(redis_server, new_store, caplog):
     assert ORIGIN in warning and "without expiry" in warning
     assert await settle(store.claim(other, 10)) is False  # a peer's, but cut to our lifetime
     assert 0 < redis_server.client.pttl(key("fetching", other)) <= 10_000
+    await settle(store.release(ORIGIN))  # or the store's close waits CLOSE_SECONDS for it
 
 
 @pytest_twisted.ensureDeferred
@@ -170,6 +173,7 @@ async def test_a_worker_releases_only_its_own_lock(redis_server, new_store):
     assert await settle(peer.claim(ORIGIN, 60)) is True  # ... and the peer claimed again
     await settle(store.release(ORIGIN))
     assert await settle(new_store().claim(ORIGIN, 60)) is False
+    await settle(peer.release(ORIGIN))  # or the peer's close waits CLOSE_SECONDS for its lock
 
 
 @pytest_twisted.ensureDeferred
@@ -334,9 +338,10 @@ async def test_store_calls_leave_the_reactor_free_and_slow_redis_warns_once(redi
         assert probe.stop() > 0.25
 
         store = new_store(proxy.url())
+        fresh = new_store(proxy.url(), slow_seconds=10)  # another reader, that does not warn
         probe = LagProbe().start()
         began = time.monotonic()
-        for round_ in range(3):
+        for round_ in range(2):
             origins = [f"http://site{n}.example:80" for n in range(10 * round_, 10 * round_ + 10)]
             calls = [store.claim(o, 10) for o in origins] + [store.reserve(ORIGIN, 0.01) for _ in range(5)]
             assert all(await defer.gatherResults([deferred_from_coro(c) for c in calls]))
@@ -344,9 +349,9 @@ async def test_store_calls_leave_the_reactor_free_and_slow_redis_warns_once(redi
             await defer.gatherResults(
                 [deferred_from_coro(store.set(o, s, b"")) for o, s in zip(origins, states, strict=True)]
             )
-            fresh = new_store(proxy.url(), slow_seconds=10)  # another reader, that does not warn
+            # Origins new to the reader each round: its answers come from Redis.
             assert await defer.gatherResults([deferred_from_coro(fresh.get(o)) for o in origins]) == states
-        assert time.monotonic() - began >= 1.8  # every round trip took its 300 ms
+        assert time.monotonic() - began >= 1.8  # every round trip took its 300 ms (6 in a row at least)
         assert probe.stop() < 0.2
     assert len(warnings_of(caplog, "Redis store is slow")) == 1
 
@@ -354,19 +359,28 @@ async def test_store_calls_leave_the_reactor_free_and_slow_redis_warns_once(redi
 def test_other_reactors_get_threads_of_the_store_s_own(redis_server):
     """The calls run in threads of the store's own: a call on the reactor's
     thread would hold it a round trip, 0.3 s, and the worst lateness stays
-    under 0.2 s (the bound was 0.1 s, Redis 0.1 s away: no margin either side)."""
-    with LatencyProxy(redis_server.port, 0.15) as proxy:
-        run = subprocess.run(
-            [sys.executable, "-m", "tests.redis_worker", "--store-calls", proxy.url()],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=60,
-        )
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert result["client"] == "ThreadedRedis"
-    assert result["claims"] == [True] * 8 and all(result["states"])
-    assert min(result["gaps"]) >= 0.095
-    assert result["lag"] < 0.2
-    assert "Redis store is slow" in run.stderr
+    under 0.2 s (the bound was 0.1 s, Redis 0.1 s away: no margin either side).
+    Load on the machine (another process's tests, a busy core) stretched a
+    run's lateness to 0.47 s once; a call held on the reactor adds its round
+    trip to every run's. So up to three runs, and one must stay under it."""
+    lags = []
+    for _ in range(3):
+        redis_server.client.flushall()  # each run claims the same origins afresh
+        with LatencyProxy(redis_server.port, 0.15) as proxy:
+            run = subprocess.run(
+                [sys.executable, "-m", "tests.redis_worker", "--store-calls", proxy.url()],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=60,
+            )
+        assert run.returncode == 0, run.stderr[-3000:]
+        result = json.loads(run.stdout.strip().splitlines()[-1])
+        assert result["client"] == "ThreadedRedis"
+        assert result["claims"] == [True] * 8 and all(result["states"])
+        assert min(result["gaps"]) >= 0.095
+        assert "Redis store is slow" in run.stderr
+        lags.append(result["lag"])
+        if result["lag"] < 0.2:
+            break
+    assert min(lags) < 0.2, lags

@@ -35,9 +35,9 @@ def test_the_lifetime_a_response_asks_for(headers, seconds):
 
 
 def paced(cache_control: str) -> LoopbackSite:
-    page = robots("User-agent: *\nCrawl-delay: 0.5\n")
+    page = robots("User-agent: *\nCrawl-delay: 0.3\n")
     page.headers["Cache-Control"] = cache_control
-    # A chain of pages, each decided after the one before it answered: over 2.5 s at Crawl-delay 0.5.
+    # A chain of pages, each decided after the one before it answered: over 1.5 s at Crawl-delay 0.3.
     return LoopbackSite(pages={"/robots.txt": page}, links={f"/p{i}": [f"/p{i + 1}"] for i in range(5)})
 
 

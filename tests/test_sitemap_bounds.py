@@ -15,10 +15,20 @@ import pytest
 import pytest_twisted
 from twisted.web.server import NOT_DONE_YET
 
-from .crawling import ProductSpider, crawl, ours, run_python, stat
+from . import crawling
+from .crawling import ProductSpider, ours, run_python, stat
 from .sites import HostileSite, LoopbackSite, Page, robots, urlset, xml
 
 MAX_BYTES = 52_428_800
+#: No test here is about a download timing out: SETTINGS' 5 s timed out a
+#: loopback sitemap on a loaded machine.
+PATIENT = {"DOWNLOAD_TIMEOUT": 60}
+
+
+async def crawl(settings: dict | None = None, **kwargs):
+    return await crawling.crawl({**PATIENT, **(settings or {})}, **kwargs)
+
+
 HEAD = '<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
 
 
@@ -95,7 +105,7 @@ BOMB_MEMORY_SCRIPT = textwrap.dedent(
         with open("/proc/self/status") as status:
             return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
-    process = CrawlerProcess({**SETTINGS, "LOG_LEVEL": "ERROR"})
+    process = CrawlerProcess({**SETTINGS, "LOG_LEVEL": "ERROR", "DOWNLOAD_TIMEOUT": 60})
     site = serve(LoopbackSite(), "127.0.0.2")
     site.pages["/robots.txt"] = robots(f"Sitemap: {site.url('/bomb.xml.gz')}\\nSitemap: {site.url('/s.xml')}\\n")
     site.pages["/bomb.xml.gz"] = Page(bomb(site, ["/products/0"], 200 << 20))
