@@ -200,7 +200,10 @@ async def test_the_projects_own_delay_is_not_added_to_the_crawl_delay(sites):
     crawler = await crawl(exact, urls=[site.url(p) for p in PAGES], follow=False)
     assert len(crawler.spider.crawled) == 4
     gaps = site.gaps()
-    assert min(gaps) >= 0.71 and max(gaps) < 1.15, gaps  # the stricter of the two, not their sum (1.25 s)
+    # The stricter of the two, not their sum: summed, every gap would be
+    # 1.25 s or more; load only lengthens gaps (one took 1.58 s), so the
+    # shortest one tells.
+    assert 0.71 <= min(gaps) < 1.2, gaps
 
 
 @pytest_twisted.ensureDeferred
