@@ -236,7 +236,14 @@ def worker(config_text: str) -> None:
     busy_origin = f"http://{busy}" if busy else None
     counts: dict[str, list[float]] = {}  # group -> [pages, first response, last response]
     sends: list[float] = []  # when this worker handed a busy-site request to the download handler
-    seen: dict[str, Any] = {"t429": None, "paused_at": None, "scheduled": 0, "forbidden_scheduled": 0, "stalls": []}
+    seen: dict[str, Any] = {
+        "t429": None,
+        "paused_at": None,
+        "known_at": None,
+        "scheduled": 0,
+        "forbidden_scheduled": 0,
+        "stalls": [],
+    }
 
     class Bench(Spider):
         name = SPIDER
@@ -255,11 +262,39 @@ def worker(config_text: str) -> None:
                 yield from response.follow_all(css="a")
 
     class SendLog:
-        """Last of the downloader middlewares: when each busy-site request really leaves."""
+        """Last of the downloader middlewares: when each busy-site request enters Scrapy's downloader (its slot
+        may still queue it)."""
 
         def process_request(self, request, spider=None):
             if request.url.startswith(busy_origin):
                 sends.append(time.time())
+                trace.setdefault(request.url, []).append({"mw": time.time()})
+
+    # Per busy-site URL, one entry per attempt: "mw" when it passed the last downloader middleware, "wire" when
+    # the download handler was called (it left the slot: in flight), "answer" when its response was downloaded.
+    trace: dict[str, list[dict[str, float]]] = {}
+
+    from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+
+    class TracedHandler(HTTP11DownloadHandler):
+        async def download_request(self, request):
+            if busy_origin and request.url.startswith(busy_origin):
+                attempts = trace.setdefault(request.url, [{}])
+                attempts[-1]["wire"] = time.time()
+            return await super().download_request(request)
+
+    if busy:
+        # The first time this process learns of the busy site's pause (its own 429, or a peer's through Redis).
+        from scrapy_robots_coccoc._crawl import pacing as _pacing
+
+        original_pause = _pacing.Pauses.pause
+
+        def noting_pause(self, origin, until):
+            if origin.startswith(busy_origin) and seen["known_at"] is None:
+                seen["known_at"] = time.time()
+            return original_pause(self, origin, until)
+
+        _pacing.Pauses.pause = noting_pause
 
     settings: dict[str, Any] = {
         "ADDONS": {"scrapy_robots_coccoc.Addon": 0},
@@ -300,6 +335,7 @@ def worker(config_text: str) -> None:
         settings["SPIDER_MIDDLEWARES"] = {SPIDER_MIDDLEWARE: None}
     if busy:
         settings["DOWNLOADER_MIDDLEWARES"] = {SendLog: 1000}
+        settings["DOWNLOAD_HANDLERS"] = {"http": TracedHandler}
 
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(Bench)
@@ -315,6 +351,8 @@ def worker(config_text: str) -> None:
         def downloaded(response, request, spider=None):
             if response.status == 429 and seen["t429"] is None:
                 seen["t429"] = time.time()
+            if request.url.startswith(busy_origin) and trace.get(request.url):
+                trace[request.url][-1]["answer"] = time.time()
 
         crawler.signals.connect(downloaded, signal=signals.response_downloaded)
 
@@ -377,6 +415,7 @@ def worker(config_text: str) -> None:
                 "stats": stats,
                 "sends": sends,
                 "peak": settings["SCHEDULER"].peak if not config["redis_url"] else None,
+                "trace": trace,
                 **seen,
             }
         )
@@ -534,8 +573,47 @@ def backoff_crawl(cluster: Cluster, tree: Path | None, incident: bool, pages: in
             if 0 < offset < RETRY_AFTER:
                 late = known is not None and offset > known
                 (sent_after_learning if late else sent_before_learning).append([round(offset, 4), who])
+    # Each request the site saw within the pause, from the sending worker's trace: in flight before that worker
+    # knew of the pause (unavoidable), or left it after it knew ("late": from Scrapy's slot queue if it entered
+    # the downloader before, else let through by the middleware after).
+    by_worker = {str(result["worker"]): result for result in results}
+    classified = []
+    for t, path, _, who in after:
+        if t - t429 >= RETRY_AFTER:
+            continue
+        result = by_worker.get(str(who))
+        known = None if result is None else result.get("known_at")
+        attempts = [] if result is None else result["trace"].get(sites.url(BUSY_HOST, path), [])
+        wired = [a for a in attempts if "wire" in a and a["wire"] <= t + 0.001]
+        attempt = max(wired, key=lambda a: a["wire"]) if wired else {}
+        wire, mw = attempt.get("wire"), attempt.get("mw")
+        if wire is None or known is None:
+            kind = "unknown"
+        elif wire < known:
+            kind = "in_flight"
+        elif mw is not None and mw < known:
+            kind = "late_from_slot_queue"
+        else:
+            kind = "late_from_middleware"
+        classified.append(
+            {
+                "at": round(t - t429, 4),
+                "worker": who,
+                "path": path,
+                "kind": kind,
+                "mw": None if mw is None else round(mw - t429, 4),
+                "wire": None if wire is None else round(wire - t429, 4),
+                "known": None if known is None else round(known - t429, 4),
+            }
+        )
     figures.update(
         {
+            "classified": classified,
+            "late": sum(entry["kind"].startswith("late") for entry in classified),
+            "known_offsets": {
+                str(r["worker"]): None if r.get("known_at") is None else round(r["known_at"] - t429, 4)
+                for r in results
+            },
             "within": len(within),
             "within_from_answered_worker": sum(who == answered for _, who in within),
             "within_offsets": [round(offset, 4) for offset, _ in within],
@@ -572,6 +650,9 @@ def run_backoff(cluster: Cluster, tree: Path | None, rounds: int, pages: int) ->
                     f"after {result['sent_after_learning']}; next request at {result['first_after_seconds']} s; "
                     f"reactor stalls over 0.1 s around it {result['stalls']}; warnings {result['warnings']}"
                 )
+                line += f"\n    knew at {result['known_offsets']}; late (left after knowing): {result['late']}"
+                for entry in result["classified"]:
+                    line += f"\n    {entry}"
             print(line, flush=True)
     incident = [r["other_rate"] for r in runs["incident"]]
     calm = [r["other_rate"] for r in runs["calm"]]
@@ -584,6 +665,11 @@ def run_backoff(cluster: Cluster, tree: Path | None, rounds: int, pages: int) ->
             [r["within"] - r["within_from_answered_worker"] for r in runs["incident"]], 0
         ),
         "sent_after_learning": sum(len(r["sent_after_learning"]) for r in runs["incident"]),
+        "late": summary([r["late"] for r in runs["incident"]], 0),
+        "in_flight": summary([sum(e["kind"] == "in_flight" for e in r["classified"]) for r in runs["incident"]], 0),
+        "known_seconds": summary(
+            [v for r in runs["incident"] for w, v in r["known_offsets"].items() if v is not None and w != r["answered_worker"]]
+        ),
         "learned_seconds": summary(learned),
         "first_after_seconds": summary([r["first_after_seconds"] for r in runs["incident"]]),
         "other_rate_incident": summary(incident, 1),
@@ -595,7 +681,8 @@ def run_backoff(cluster: Cluster, tree: Path | None, rounds: int, pages: int) ->
     print(
         f"backoff: requests of the busy site within {RETRY_AFTER} s after the 429 (median of {rounds}): "
         f"{statistics.median(within):.0f} (rounds {within}), {figures['sent_after_learning']} sent by a worker "
-        f"that knew of the pause; other sites' pages/s incident / calm: {figures['other_rate_ratio']:.3f} "
+        f"that knew of the pause; left a worker that knew: {figures['late']['rounds']}; in flight: "
+        f"{figures['in_flight']['rounds']}; peers knew after {figures['known_seconds']['median']} s; other sites' pages/s incident / calm: {figures['other_rate_ratio']:.3f} "
         f"(rounds' own ratios {[round(p, 3) for p in paired]})",
         flush=True,
     )
