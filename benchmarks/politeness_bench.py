@@ -268,7 +268,13 @@ def worker(config_text: str) -> None:
         def process_request(self, request, spider=None):
             if request.url.startswith(busy_origin):
                 sends.append(time.time())
-                trace.setdefault(request.url, []).append({"mw": time.time()})
+                # Whether Scrapy's slot will queue it: no transfer place free, or its delay not run out.
+                downloader = crawler.engine.downloader
+                slot = downloader.slots.get(downloader.get_slot_key(request))
+                busy_slot = slot is not None and (
+                    slot.latercall is not None or len(slot.transferring) + len(slot.queue) >= slot.concurrency
+                )
+                trace.setdefault(request.url, []).append({"mw": time.time(), "slot_busy": busy_slot})
 
     # Per busy-site URL, one entry per attempt: "mw" when it passed the last downloader middleware, "wire" when
     # the download handler was called (it left the slot: in flight), "answer" when its response was downloaded.
@@ -333,6 +339,7 @@ def worker(config_text: str) -> None:
         settings["SCHEDULER"] = PeakScheduler
     if not config.get("spider_middleware", True):
         settings["SPIDER_MIDDLEWARES"] = {SPIDER_MIDDLEWARE: None}
+    settings.update(config.get("extra_settings") or {})
     if busy:
         settings["DOWNLOADER_MIDDLEWARES"] = {SendLog: 1000}
         settings["DOWNLOAD_HANDLERS"] = {"http": TracedHandler}
@@ -520,7 +527,9 @@ def split(urls: list[str]) -> list[list[str]]:
 # ---------------------------------------------------------------- backoff
 
 
-def backoff_crawl(cluster: Cluster, tree: Path | None, incident: bool, pages: int) -> dict[str, Any]:
+def backoff_crawl(
+    cluster: Cluster, tree: Path | None, incident: bool, pages: int, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     sites = cluster.sites
     redis_client(cluster.redis_url).flushall()
     sites.new_round(incident_at=INCIDENT_AT if incident else 0, log=True)
@@ -528,7 +537,14 @@ def backoff_crawl(cluster: Cluster, tree: Path | None, incident: bool, pages: in
     urls = [sites.url(host, f"/p{page}.html") for page in range(pages) for host in hosts]
     busy_host = f"{BUSY_HOST}:{sites.port}"
     configs = [
-        {"worker": n, "store": "redis", "redis_url": cluster.redis_url, "urls": share, "busy_host": busy_host}
+        {
+            "worker": n,
+            "store": "redis",
+            "redis_url": cluster.redis_url,
+            "urls": share,
+            "busy_host": busy_host,
+            "extra_settings": extra,
+        }
         for n, share in enumerate(split(urls))
     ]
     results = cluster.run(configs, tree)
@@ -586,7 +602,7 @@ def backoff_crawl(cluster: Cluster, tree: Path | None, incident: bool, pages: in
         attempts = [] if result is None else result["trace"].get(sites.url(BUSY_HOST, path), [])
         wired = [a for a in attempts if "wire" in a and a["wire"] <= t + 0.001]
         attempt = max(wired, key=lambda a: a["wire"]) if wired else {}
-        wire, mw = attempt.get("wire"), attempt.get("mw")
+        wire, mw, slot_busy = attempt.get("wire"), attempt.get("mw"), attempt.get("slot_busy")
         if wire is None or known is None:
             kind = "unknown"
         elif wire < known:
@@ -604,15 +620,16 @@ def backoff_crawl(cluster: Cluster, tree: Path | None, incident: bool, pages: in
                 "mw": None if mw is None else round(mw - t429, 4),
                 "wire": None if wire is None else round(wire - t429, 4),
                 "known": None if known is None else round(known - t429, 4),
+                "slot_busy": slot_busy,
             }
         )
     figures.update(
         {
             "classified": classified,
+            "t429_since_start": round(t429 - min(t for t, *_ in log), 3),
             "late": sum(entry["kind"].startswith("late") for entry in classified),
             "known_offsets": {
-                str(r["worker"]): None if r.get("known_at") is None else round(r["known_at"] - t429, 4)
-                for r in results
+                str(r["worker"]): None if r.get("known_at") is None else round(r["known_at"] - t429, 4) for r in results
             },
             "within": len(within),
             "within_from_answered_worker": sum(who == answered for _, who in within),
@@ -633,12 +650,14 @@ def backoff_crawl(cluster: Cluster, tree: Path | None, incident: bool, pages: in
     return figures
 
 
-def run_backoff(cluster: Cluster, tree: Path | None, rounds: int, pages: int) -> dict[str, Any]:
+def run_backoff(
+    cluster: Cluster, tree: Path | None, rounds: int, pages: int, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     names = ["incident", "calm"]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for round_ in range(rounds):
         for name in rotated(names, round_):
-            result = backoff_crawl(cluster, tree, name == "incident", pages)
+            result = backoff_crawl(cluster, tree, name == "incident", pages, extra)
             runs[name].append(result)
             line = f"backoff round {round_ + 1} {name:8} other sites {result['other_rate']:4.0f} pages/s"
             if name == "incident":
@@ -650,7 +669,10 @@ def run_backoff(cluster: Cluster, tree: Path | None, rounds: int, pages: int) ->
                     f"after {result['sent_after_learning']}; next request at {result['first_after_seconds']} s; "
                     f"reactor stalls over 0.1 s around it {result['stalls']}; warnings {result['warnings']}"
                 )
-                line += f"\n    knew at {result['known_offsets']}; late (left after knowing): {result['late']}"
+                line += (
+                    f"\n    429 at {result['t429_since_start']} s into the crawl; knew at {result['known_offsets']};"
+                    f" late (left after knowing): {result['late']}"
+                )
                 for entry in result["classified"]:
                     line += f"\n    {entry}"
             print(line, flush=True)
@@ -668,7 +690,12 @@ def run_backoff(cluster: Cluster, tree: Path | None, rounds: int, pages: int) ->
         "late": summary([r["late"] for r in runs["incident"]], 0),
         "in_flight": summary([sum(e["kind"] == "in_flight" for e in r["classified"]) for r in runs["incident"]], 0),
         "known_seconds": summary(
-            [v for r in runs["incident"] for w, v in r["known_offsets"].items() if v is not None and w != r["answered_worker"]]
+            [
+                v
+                for r in runs["incident"]
+                for w, v in r["known_offsets"].items()
+                if v is not None and w != r["answered_worker"]
+            ]
         ),
         "learned_seconds": summary(learned),
         "first_after_seconds": summary([r["first_after_seconds"] for r in runs["incident"]]),
@@ -682,7 +709,8 @@ def run_backoff(cluster: Cluster, tree: Path | None, rounds: int, pages: int) ->
         f"backoff: requests of the busy site within {RETRY_AFTER} s after the 429 (median of {rounds}): "
         f"{statistics.median(within):.0f} (rounds {within}), {figures['sent_after_learning']} sent by a worker "
         f"that knew of the pause; left a worker that knew: {figures['late']['rounds']}; in flight: "
-        f"{figures['in_flight']['rounds']}; peers knew after {figures['known_seconds']['median']} s; other sites' pages/s incident / calm: {figures['other_rate_ratio']:.3f} "
+        f"{figures['in_flight']['rounds']}; peers knew after {figures['known_seconds']['median']} s;"
+        f" other sites' pages/s incident / calm: {figures['other_rate_ratio']:.3f} "
         f"(rounds' own ratios {[round(p, 3) for p in paired]})",
         flush=True,
     )
@@ -923,6 +951,9 @@ def main() -> None:
         default=len(ALL_PATHS),
         help=f"pages per origin in store-cost (default {len(ALL_PATHS)})",
     )
+    parser.add_argument(
+        "--backoff-settings", help="Scrapy settings (JSON) added to the backoff workers', e.g. DOWNLOAD_DELAY"
+    )
     parser.add_argument("--targets", default=",".join(TARGETS), help=f"some of {','.join(TARGETS)}")
     parser.add_argument(
         "--package", type=Path, help="a work tree whose package to measure (default: the installed one)"
@@ -951,7 +982,9 @@ def main() -> None:
         sites = Sites(free_port(), args.corpus)
         cluster = Cluster(sites, redis_url)
         if "backoff" in targets:
-            figures["backoff"] = run_backoff(cluster, package, args.rounds, args.backoff_pages)
+            figures["backoff"] = run_backoff(
+                cluster, package, args.rounds, args.backoff_pages, json.loads(args.backoff_settings or "{}")
+            )
         if "before-queue" in targets:
             figures["before_queue"] = run_before_queue(cluster, package, args.queue_rounds)
         if "store-cost" in targets:
@@ -973,6 +1006,7 @@ def main() -> None:
         "baseline": {"tree": str(baseline), "commit": tree_commit(baseline)} if baseline else None,
         "corpus": benchjson.corpus_name(args.corpus, len(corpus.load(args.corpus))),
         "backoff": {
+            "extra_settings": json.loads(args.backoff_settings or "{}"),
             "sites": 1 + len(OTHER_HOSTS),
             "pages_per_site": args.backoff_pages,
             "incident_at": INCIDENT_AT,
