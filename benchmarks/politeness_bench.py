@@ -43,6 +43,7 @@ one asked for. Needs redis-server on the PATH.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import re
@@ -282,12 +283,24 @@ def worker(config_text: str) -> None:
 
     from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 
-    class TracedHandler(HTTP11DownloadHandler):
-        async def download_request(self, request):
-            if busy_origin and request.url.startswith(busy_origin):
-                attempts = trace.setdefault(request.url, [{}])
-                attempts[-1]["wire"] = time.time()
-            return await super().download_request(request)
+    def traced(request) -> None:
+        if busy_origin and request.url.startswith(busy_origin):
+            attempts = trace.setdefault(request.url, [{}])
+            attempts[-1]["wire"] = time.time()
+
+    if inspect.iscoroutinefunction(HTTP11DownloadHandler.download_request):
+
+        class TracedHandler(HTTP11DownloadHandler):
+            async def download_request(self, request):
+                traced(request)
+                return await super().download_request(request)
+
+    else:  # Scrapy before 2.14: download_request(request, spider) returns a Deferred
+
+        class TracedHandler(HTTP11DownloadHandler):
+            def download_request(self, request, spider):
+                traced(request)
+                return super().download_request(request, spider)
 
     if busy:
         # The first time this process learns of the busy site's pause (its own 429, or a peer's through Redis).
