@@ -8,7 +8,7 @@ import shutil
 import pytest
 import pytest_twisted
 
-from .redisserver import workers
+from .redisserver import settle, workers
 from .sites import LoopbackSite, Page, robots
 
 pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
@@ -47,3 +47,25 @@ def test_a_short_pause_does_not_cut_the_life_of_a_long_one(redis_server):
     client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://b:443", "1", 61)
     assert client.ttl(pauses) > 3600
     assert client.zscore(pauses, "https://a:443") == 4000000000
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_pause_reaches_a_listening_peer_at_once_not_at_its_next_read(redis_server, new_store):
+    """A peer learnt of a pause only at its next read of the pauses, 0.2 s later at most, letting requests of
+    the paused site through meanwhile: the pause is announced, and a listening peer knows it within a round trip."""
+    import time
+
+    from .redisserver import sleep
+
+    pausing, peer = new_store(), new_store()
+    await settle(pausing.warm_up())
+    await settle(peer.warm_up())
+    peer._polled_at = float("inf")  # the peer never reads the pauses: only the announcement can tell it
+    until = time.time() + 30
+    await settle(pausing.pause("https://busy:443", until))
+    waited = 0.0
+    while peer.paused_until("https://busy:443") == 0.0 and waited < 1.0:
+        await sleep(0.005)
+        waited += 0.005
+    assert peer.paused_until("https://busy:443") == pytest.approx(until, abs=0.05)
+    assert waited < 0.1, waited

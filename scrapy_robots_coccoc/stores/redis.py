@@ -55,7 +55,8 @@ class RedisStore:
     """
 
     RETRY_SECONDS = 5.0
-    #: How often, at most, a worker reads the pauses of its peers (while it has requests to decide).
+    #: How often, at most, a worker reads its peers' pauses: they are announced on a channel, so this only
+    #: catches what a worker missed (a reconnection).
     PAUSE_POLL_SECONDS = 0.2
     MAX_PAUSES = 10_000
     #: The longest close waits for calls and fetch locks under way (an ended fetch lets go in a turn or two).
@@ -110,6 +111,7 @@ class RedisStore:
         self._under_way = _UnderWay()
         self._held: set[str] = set()
         self._polled_at = 0.0
+        self._stop_listening: Callable[[], Any] | None = None
         self._token = uuid.uuid4().hex  # in this worker's fetch locks: release drops only its own
 
     @classmethod
@@ -138,6 +140,24 @@ class RedisStore:
         loaded = await maybe_deferred_to_future(DeferredList(list(map(deferred_from_coro, calls))))
         if all(success and result for success, result in loaded):
             await self._know_clock()
+        self.listen()
+
+    def listen(self) -> None:
+        """Learn the peers' pauses as they are announced, not at the next read of them."""
+        if self._stop_listening is None:
+            self._stop_listening = self._redis.listen(f"{self._prefix}:pauses", self._announced, self.RETRY_SECONDS)
+
+    def _announced(self, message: Any) -> None:
+        """A pause a worker announced: b"origin until" (on Redis's clock)."""
+        if not isinstance(message, bytes):
+            return
+        origin, _, until = message.rpartition(b" ")
+        end = _finite(until)
+        if not origin or end is None:
+            return
+        end -= self._clock.turn_offset()
+        if end <= time.time() + self._max_age:
+            self._local.pause(origin.decode(errors="replace"), end)
 
     async def _load(self, script: str) -> bool:
         """Upload *script* ahead of its first call; False if Redis fails (that call warns)."""
@@ -216,6 +236,8 @@ class RedisStore:
                 len(self._under_way),
                 self.CLOSE_SECONDS,
             )
+        if self._stop_listening is not None:
+            await self._stop_listening()
         await self._redis.close()
 
     def _written(self, write: Coroutine[Any, Any, Any]) -> Deferred[None]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, cast
 
@@ -28,6 +31,9 @@ def _lua(name: str) -> str:
     return (files(__package__) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
 
 
+#: How long a subscriber waits for a message before it looks again (whether to stop, whether the link is alive).
+LISTEN_SECONDS = 1.0
+
 #: Script name -> Lua source, the helper functions it uses first.
 SCRIPTS = {name: "".join(_lua(part) for part in (*_HELPERS.get(name, ()), name)) for name in _NAMES}
 
@@ -44,6 +50,36 @@ class AsyncioRedis:
 
     async def load_script(self, script: str) -> None:
         await self._client.script_load(script)
+
+    def listen(self, channel: str, on_message: Callable[[bytes], None], retry: float) -> Callable[[], Awaitable[None]]:
+        """Call *on_message* with each message published on *channel* (subscribed again *retry* seconds after a
+        failure) until the returned stop is awaited."""
+        import redis
+
+        async def subscribed() -> None:
+            while True:
+                pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                try:
+                    await pubsub.subscribe(channel)
+                    while True:
+                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=LISTEN_SECONDS)
+                        if message is not None and message.get("type") == "message":
+                            on_message(message["data"])
+                except (redis.RedisError, OSError):
+                    pass
+                finally:
+                    with suppress(Exception):
+                        await pubsub.aclose()
+                await asyncio.sleep(retry)
+
+        task = asyncio.ensure_future(subscribed())
+
+        async def stop() -> None:
+            task.cancel()
+            with suppress(BaseException):
+                await task
+
+        return stop
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -65,6 +101,35 @@ class ThreadedRedis:
 
     def load_script(self, script: str) -> Deferred[Any]:
         return self._in_thread(self._client.script_load, script)
+
+    def listen(self, channel: str, on_message: Callable[[bytes], None], retry: float) -> Callable[[], Awaitable[None]]:
+        """As ``AsyncioRedis.listen``, in a thread of its own; *on_message* is called on the reactor thread."""
+        import redis
+
+        stopping = threading.Event()
+
+        def subscribed() -> None:
+            while not stopping.is_set():
+                pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                try:
+                    pubsub.subscribe(channel)
+                    while not stopping.is_set():
+                        message = pubsub.get_message(ignore_subscribe_messages=True, timeout=LISTEN_SECONDS)
+                        if message is not None and message.get("type") == "message":
+                            self._reactor.callFromThread(on_message, message["data"])
+                except (redis.RedisError, OSError):
+                    pass
+                finally:
+                    with suppress(Exception):
+                        pubsub.close()
+                stopping.wait(retry)
+
+        threading.Thread(target=subscribed, name="robotstxt-redis-pauses", daemon=True).start()
+
+        async def stop() -> None:
+            stopping.set()
+
+        return stop
 
     def _in_thread(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Deferred[Any]:
         answer: Deferred[Any] = Deferred()
