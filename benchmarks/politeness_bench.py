@@ -448,14 +448,20 @@ def worker(config_text: str) -> None:
 class Cluster:
     """Runs the workers of one crawl, from the package of a given work tree."""
 
-    def __init__(self, sites: Sites, redis_url: str) -> None:
+    def __init__(self, sites: Sites, redis_url: str, redis_pid: int | None = None) -> None:
         self.sites = sites
         self.redis_url = redis_url
+        self.redis_pid = redis_pid
+        self.stall: tuple[float, float] | None = None  # (after, seconds): redis-server stopped that long
+        self.stalled_at: float | None = None
 
     def run(self, configs: list[dict[str, Any]], tree: Path | None) -> list[dict[str, Any]]:
         env = dict(os.environ)
         if tree is not None:
             env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+        self.stalled_at = None
+        if self.stall is not None and self.redis_pid is not None:
+            threading.Thread(target=self._stall_redis, args=self.stall, daemon=True).start()
         procs = [
             subprocess.Popen(
                 [sys.executable, __file__, "worker", json.dumps(config)],
@@ -478,6 +484,18 @@ class Cluster:
                 raise SystemExit(f"the worker imported {result['package']}, not the package of {tree}")
             results.append(result)
         return results
+
+    def _stall_redis(self, after: float, seconds: float) -> None:
+        """Stop the redis-server (ours) for *seconds*, *after* seconds from now: a server starved of CPU."""
+        import signal
+
+        time.sleep(after)
+        self.stalled_at = time.time()
+        os.kill(self.redis_pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.kill(self.redis_pid, signal.SIGCONT)
 
 
 def redis_client(url: str):
@@ -639,6 +657,7 @@ def backoff_crawl(
     figures.update(
         {
             "classified": classified,
+            "redis_stalled_at": None if cluster.stalled_at is None else round(cluster.stalled_at - t429, 3),
             "t429_since_start": round(t429 - min(t for t, *_ in log), 3),
             "late": sum(entry["kind"].startswith("late") for entry in classified),
             "known_offsets": {
@@ -682,6 +701,8 @@ def run_backoff(
                     f"after {result['sent_after_learning']}; next request at {result['first_after_seconds']} s; "
                     f"reactor stalls over 0.1 s around it {result['stalls']}; warnings {result['warnings']}"
                 )
+                if result["redis_stalled_at"] is not None:
+                    line += f"\n    redis-server stopped at {result['redis_stalled_at']} s from the 429"
                 line += (
                     f"\n    429 at {result['t429_since_start']} s into the crawl; knew at {result['known_offsets']};"
                     f" late (left after knowing): {result['late']}"
@@ -967,6 +988,9 @@ def main() -> None:
     parser.add_argument(
         "--backoff-settings", help="Scrapy settings (JSON) added to the backoff workers', e.g. DOWNLOAD_DELAY"
     )
+    parser.add_argument(
+        "--redis-stall", help="AFTER,SECONDS: stop the redis-server that long, that long after each crawl starts"
+    )
     parser.add_argument("--targets", default=",".join(TARGETS), help=f"some of {','.join(TARGETS)}")
     parser.add_argument(
         "--package", type=Path, help="a work tree whose package to measure (default: the installed one)"
@@ -993,7 +1017,10 @@ def main() -> None:
     try:
         wait_for_redis(redis_url)
         sites = Sites(free_port(), args.corpus)
-        cluster = Cluster(sites, redis_url)
+        cluster = Cluster(sites, redis_url, redis_server.pid)
+        if args.redis_stall:
+            after, seconds = map(float, args.redis_stall.split(","))
+            cluster.stall = (after, seconds)
         if "backoff" in targets:
             figures["backoff"] = run_backoff(
                 cluster, package, args.rounds, args.backoff_pages, json.loads(args.backoff_settings or "{}")
