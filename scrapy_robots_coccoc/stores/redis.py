@@ -111,6 +111,7 @@ class RedisStore:
         self._under_way = _UnderWay()
         self._held: set[str] = set()
         self._polled_at = 0.0
+        self._unshared: dict[str, float] = {}  # pauses to write once Redis answers again
         self._stop_listening: Callable[[], Any] | None = None
         self._token = uuid.uuid4().hex  # in this worker's fetch locks: release drops only its own
 
@@ -196,15 +197,30 @@ class RedisStore:
         return self._ending_claim(origin, lambda: self._run("release", [self._key(origin, "fetching")], [self._token]))
 
     def pause(self, origin: str, until: float) -> MaybeAwaitable[None]:
-        """Pause *origin* here at once, and for the other workers through Redis (on Redis's clock)."""
+        """Pause *origin* here at once, and for the peers through Redis (on its clock): written even while Redis
+        is taken for down, since no request waits for it, and again once Redis answers if the write failed."""
         self._local.pause(origin, until)
-        if self._down():
-            return None
+        return self._written(self._share_pause(origin, until))
+
+    async def _share_pause(self, origin: str, until: float) -> None:
         now = time.time()
         ttl = math.ceil(min(max(1.0, until - now), self._max_age)) + 60
         offset = self._clock.turn_offset()
         args = [repr(until + offset), origin, repr(now + offset), ttl]
-        return self._written(self._run("pause", [f"{self._prefix}:pauses"], args))
+        if await self._run("pause", [f"{self._prefix}:pauses"], args) is None:
+            self._unshared_pause(origin, until)
+
+    def _unshared_pause(self, origin: str, until: float) -> None:
+        self._unshared[origin] = max(until, self._unshared.pop(origin, 0.0))
+        while len(self._unshared) > self.MAX_PAUSES:
+            del self._unshared[next(iter(self._unshared))]
+
+    def _share_unshared_pauses(self) -> None:
+        unshared, self._unshared = self._unshared, {}
+        now = time.time()
+        for origin, until in unshared.items():
+            if until > now:
+                self._written(self._share_pause(origin, until))
 
     def paused_until(self, origin: str) -> float:
         """When *origin*'s pause ends as known here; peers' pauses are polled in the background: no request waits."""
@@ -428,6 +444,7 @@ class RedisStore:
         if self._down_until:
             logger.warning("Redis store reachable again: sharing robots.txt state with the other workers")
             self._down_until = 0.0
+            self._share_unshared_pauses()
         return answer
 
     def _timed(self, began: float, ended: float) -> None:
