@@ -61,6 +61,7 @@ async def test_a_pause_reaches_a_listening_peer_at_once_not_at_its_next_read(red
     await settle(pausing.warm_up())
     await settle(peer.warm_up())
     peer._polled_at = float("inf")  # the peer never reads the pauses: only the announcement can tell it
+    peer._down_until = time.time() + 60  # nor while it takes Redis for down (after a call timed out)
     until = time.time() + 30
     await settle(pausing.pause("https://busy:443", until))
     waited = 0.0
@@ -69,3 +70,21 @@ async def test_a_pause_reaches_a_listening_peer_at_once_not_at_its_next_read(red
         waited += 0.005
     assert peer.paused_until("https://busy:443") == pytest.approx(until, abs=0.05)
     assert waited < 0.1, waited
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_pause_made_while_redis_is_taken_for_down_is_shared_all_the_same(redis_server, new_store):
+    """A worker that took Redis for down (one call over the socket timeout: RETRY_SECONDS) kept its pauses to
+    itself for good: its peers sent to the paused site for the whole pause."""
+    import time
+
+    pausing, peer = new_store(), new_store()
+    pausing._down_until = time.time() + 60
+    until = time.time() + 30
+    await settle(pausing.pause("https://busy:443", until))
+    assert redis_server.client.zscore("robotstxt:pauses", "https://busy:443") == pytest.approx(until, abs=0.05)
+    assert peer.paused_until("https://busy:443") == 0.0  # its first read starts now
+    from .redisserver import sleep
+
+    await sleep(0.1)
+    assert peer.paused_until("https://busy:443") == pytest.approx(until, abs=0.05)
