@@ -7,5 +7,6 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
 -- The set lives as long as its longest pause: a short one must not cut it.
 if redis.call('TTL', KEYS[1]) < tonumber(ARGV[4]) then redis.call('EXPIRE', KEYS[1], ARGV[4]) end
 -- Announced at once to the workers listening (the channel is named as the set): none waits for its next read.
-redis.call('PUBLISH', KEYS[1], ARGV[2] .. ' ' .. ARGV[1])
+-- pcall: a server whose ACL forbids the channel still takes the pause (the peers read it at their next read).
+redis.pcall('PUBLISH', KEYS[1], ARGV[2] .. ' ' .. ARGV[1])
 return 1
