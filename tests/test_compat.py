@@ -76,7 +76,6 @@ def test_sitemap_spider_internals():
     assert pattern.search("https://x/product/1") and callback == spider.parse_product, (
         "SitemapSpider._cbs changed shape: update _compat.sitemap_callbacks"
     )
-    assert callable(_compat.sitemap_parser(spider)), "SitemapSpider._parse_sitemap is gone"
 
 
 @pytest.mark.parametrize("name", ["send_catch_log_async", "send_catch_log_deferred"])

@@ -30,8 +30,7 @@ if TYPE_CHECKING:
     from scrapy.signalmanager import SignalManager
 
 SCRAPY_VERSION = tuple(int(part) for part in re.findall(r"\d+", scrapy.__version__)[:2])
-#: Scrapy 2.14 to 2.19's own RobotsTxtMiddleware gives the parser only to the first request waiting for a
-#: robots.txt fetch: the others go unchecked, whatever ``ROBOTSTXT_PARSER`` is.
+#: Scrapy 2.14 to 2.19's RobotsTxtMiddleware checks only the first request waiting for a robots.txt fetch.
 STOCK_MIDDLEWARE_SKIPS_WAITERS = (2, 14) <= SCRAPY_VERSION <= (2, 19)
 
 #: Scrapy's own robots.txt middleware, which ours replaces.
@@ -76,7 +75,7 @@ def check() -> None:
                 PROXY_AUTH_META in HttpProxyMiddleware._set_proxy_and_creds.__code__.co_consts,
             ),
             ("SitemapSpider._cbs", "_cbs" in SitemapSpider.__init__.__code__.co_names),
-            ("SitemapSpider._parse_sitemap", _has(SitemapSpider, "_parse_sitemap")),
+            ("SitemapSpider._follow", "_follow" in SitemapSpider.__init__.__code__.co_names),
         )
         if not present
     ]
@@ -125,8 +124,7 @@ def close_spider(engine: ExecutionEngine, reason: str) -> None:
 
 
 def engine_closing(engine: ExecutionEngine | None) -> bool:
-    """Whether the engine is stopped or closing the spider (``_slot.closing``): waiting requests should leave.
-    An engine not running yet is not closing: a ``spider_opened`` handler may download before it runs."""
+    """Whether the engine is stopped or closing the spider (``_slot.closing``); one not running yet is not."""
     return engine is None or engine._slot is None or engine._slot.closing is not None
 
 
@@ -155,8 +153,8 @@ def slot_full(engine: ExecutionEngine, request: Request, on_the_way: Iterable[Re
 
 
 def slot_hold(engine: ExecutionEngine, request: Request) -> float:
-    """At most how long *request*'s slot would hold it if released now: its delay at the largest draw, and its
-    scheduled release (``Slot.latercall``), which AutoThrottle lowering the delay does not bring forward."""
+    """At most how long *request*'s slot would hold it if released now: its delay at the largest draw, or its
+    scheduled release (``Slot.latercall``), whichever is later."""
     live = _live_slot(engine, request)
     if live is None:
         return 0.0
@@ -201,20 +199,14 @@ def sitemap_callbacks(spider: SitemapSpider) -> list[tuple[re.Pattern[str], Call
     return spider._cbs
 
 
-def sitemap_parser(spider: SitemapSpider) -> Callable[[Response], Iterable[Any]]:
-    """``SitemapSpider._parse_sitemap``: the callback for a sitemap or sitemap index."""
-    return spider._parse_sitemap
-
-
 def sitemap_follow(spider: SitemapSpider) -> list[re.Pattern[str]]:
     """``SitemapSpider._follow``: the compiled ``sitemap_follow``."""
     return spider._follow
 
 
 def over_download_bound(exc: BaseException) -> bool:
-    """Whether *exc* is Scrapy giving a response up past its ``download_maxsize``: HttpCompressionMiddleware's
-    ``IgnoreRequest`` from ``_DecompressionMaxSizeExceeded``, or a download cancelled over its announced size
-    (Twisted's ``CancelledError`` before Scrapy 2.14, ``DownloadCancelledError`` after)."""
+    """Whether *exc* is Scrapy giving a response up past its ``download_maxsize``: while inflating it
+    (``_DecompressionMaxSizeExceeded``), or cancelled over its announced size."""
     if isinstance(exc, IgnoreRequest):
         return isinstance(exc.__cause__, _DecompressionMaxSizeExceeded)
     return isinstance(exc, _DOWNLOAD_CANCELLED) and "max size" in str(exc)
