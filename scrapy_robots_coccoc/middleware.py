@@ -1,10 +1,5 @@
-"""``RobotsTxtMiddleware``: decide every request by its origin's robots.txt
-and pace the site by its Crawl-delay.
-
-It only orchestrates: ``_crawl.coordinator`` knows each origin's state (and
-``_crawl.fetcher`` fetches it), ``_crawl.parking`` lets waiting requests give
-back their downloader place, ``_crawl.pacing`` paces.
-"""
+"""``RobotsTxtMiddleware``: decide every request by its origin's robots.txt and pace the site by its
+Crawl-delay, orchestrating the machinery in ``_crawl``."""
 
 from __future__ import annotations
 
@@ -121,8 +116,7 @@ class RobotsTxtMiddleware:
             cache_seconds=_settings.number(settings, "ROBOTSTXT_CACHE_SECONDS", 86400),
             cache_min_seconds=_settings.number(settings, "ROBOTSTXT_CACHE_MIN_SECONDS", 60),
             unavailable_seconds=_settings.number(settings, "ROBOTSTXT_UNAVAILABLE_SECONDS", 3600),
-            # One hop's worst case: a crashed peer holds the others no longer
-            # (an hour at most, whatever DOWNLOAD_TIMEOUT and the retries say).
+            # A crashed peer's fetch lock holds the others one hop's worst case, an hour at most.
             claim_seconds=min(settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (max_retries + 1) + 5, 3600.0),
             max_origins=max_origins,
             fetched=self._fetched,
@@ -156,8 +150,7 @@ class RobotsTxtMiddleware:
 
     @staticmethod
     def _check_middlewares(crawler: Crawler) -> bool:
-        """Warn about a setup that fetches robots.txt twice or unbounded;
-        return whether :class:`RobotsTxtBodyMiddleware` bounds the body."""
+        """Warn about a setup that fetches robots.txt twice or unbounded; whether the body is bounded."""
         enabled = build_component_list(crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
         names = [name if isinstance(name, str) else f"{name.__module__}.{name.__qualname__}" for name in enabled]
         if compat.STOCK_ROBOTSTXT_MIDDLEWARE in names:

@@ -32,10 +32,8 @@ TOO_MANY_REQUESTS = 429
 
 
 class Backoff:
-    """Pauses an origin on a ``ROBOTSTXT_BACKOFF_STATUSES`` answer: for its ``Retry-After`` (seconds or an HTTP
-    date), else ``ROBOTSTXT_BACKOFF_BASE_SECONDS`` doubled per incident in a row; either at most
-    ``ROBOTSTXT_BACKOFF_MAX_SECONDS``. Every request of a paused origin waits, parked, until the pause ends;
-    Scrapy's RetryMiddleware still retries the request that met the answer (its retry waits too)."""
+    """Pauses an origin on a ``ROBOTSTXT_BACKOFF_STATUSES`` answer for its ``Retry-After``, else the base pause
+    doubled per incident in a row, at most ``ROBOTSTXT_BACKOFF_MAX_SECONDS``; its requests wait, parked."""
 
     #: After this long without an incident, an origin's next pause starts from the base again (StormCrawler's).
     FORGIVE_SECONDS = 1800.0

@@ -1,5 +1,4 @@
-"""Crawl-delay: each origin's consecutive requests start at least its delay
-apart, whatever downloader slot Scrapy puts them in."""
+"""Crawl-delay: each origin's consecutive requests start at least its delay apart, whatever their slot."""
 
 from __future__ import annotations
 
@@ -115,10 +114,8 @@ HONOURED_AT_MOST = 3600.0
 
 
 class CrawlDelays:
-    """Paces each origin by the stricter of its Crawl-delay and Request-rate, capped at ROBOTSTXT_MAX_CRAWL_DELAY.
-
-    A paced request waits, parked, for its slot's own delay, then for the start it reserves in the store (shared
-    by all workers with RedisStore). Scrapy's own slot delays and AutoThrottle still apply, untouched."""
+    """Paces each origin by the stricter of its Crawl-delay and Request-rate, capped at ROBOTSTXT_MAX_CRAWL_DELAY:
+    a request waits, parked, for its slot's own delay, then for the start it reserves in the store."""
 
     #: A turn may be used this share of the delay late (see ``Store.reserve``), so turns are reserved this much
     #: more than the delay apart: a late turn still starts a full delay after the one before.
@@ -178,8 +175,7 @@ class CrawlDelays:
             key = compat.slot_key(engine, request)
             # The slot must be ready first (its delay run out, a place free) so the request starts at its turn.
             await self._slot_ready(engine, request, key, park)
-            # Claim a place in the slot from the reservation on, or requests taking turns together find it
-            # taken when their turn comes.
+            # Claimed from the reservation on, or requests taking turns together find the slot full at theirs.
             self._claims.setdefault(key, {})[request] = math.inf
             try:
                 start = self._reserve(origin, delay * (1 + self.GRACE))

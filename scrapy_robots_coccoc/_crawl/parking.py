@@ -1,8 +1,5 @@
-"""Parking: requests waiting in the middleware (for robots.txt or a Crawl-delay turn) give back their place.
-
-Scrapy counts a request against ``CONCURRENT_REQUESTS`` once it enters the downloader middlewares. A parked
-request leaves the downloader's active set while it waits and comes back only when there is room; when the
-spider closes, waiting requests go back to the scheduler at once."""
+"""Parking: a request waiting in the middleware (for robots.txt, a turn, a pause) leaves the downloader's
+active set, so it holds no ``CONCURRENT_REQUESTS`` place, and comes back when there is room."""
 
 from __future__ import annotations
 
@@ -102,9 +99,8 @@ class Parking:
                 active.add(request)
 
     def _leave_soon(self, request: Request) -> None:
-        """Take *request* out of the active set on the next loop turn, with every request parked in this one:
-        taken out at once, its place would be refilled in the same turn, again and again, stalling the reactor.
-        This way a turn lets at most ``CONCURRENT_REQUESTS`` in."""
+        """Take *request* out of the active set on the next loop turn, with all parked in this one: at once, its
+        place would be refilled in the same turn again and again, stalling the reactor."""
         if not self._leaving:
             loop.call_later(0, self._leave)
         self._leaving.add(request)

@@ -1,5 +1,4 @@
-"""Calls to the store, guarded: a store is another project's code or a
-server's answer, and neither may strand a waiting request or stop the crawl."""
+"""Calls to the store, guarded: a store's code or server may not strand a waiting request or stop the crawl."""
 
 from __future__ import annotations
 
@@ -134,8 +133,7 @@ class GuardedStore:
             deferred_from_coro(self._answer(method, args[0], result, None))
 
     async def _answer(self, method: str, origin: str, answer: Awaitable[Any], default: Any) -> Any:
-        """An asynchronous answer, awaited at most the timeout. A cancellation
-        is no failure: the waiting request is leaving and must learn it."""
+        """An asynchronous answer, awaited at most the timeout; a cancellation (the request leaving) is no failure."""
         bounded = deferred_from_coro(answer).addTimeout(self._timeout, loop.clock(), onTimeoutCancel=_timed_out)
         try:
             return await maybe_deferred_to_future(bounded)
