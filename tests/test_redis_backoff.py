@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 
 import pytest
 import pytest_twisted
 
+from .crawling import run_python
 from .redisserver import settle, workers
 from .sites import LoopbackSite, Page, robots
 
@@ -88,3 +90,77 @@ async def test_a_pause_made_while_redis_is_taken_for_down_is_shared_all_the_same
 
     await sleep(0.1)
     assert peer.paused_until("https://busy:443") == pytest.approx(until, abs=0.05)
+
+
+# Two RedisStores under the select reactor (so: the blocking client in threads, and a listener thread each): JSON of
+# how soon the peer learnt the pause, on which thread, how long the closes took and the listener threads left.
+THREADED_LISTENER_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, threading, time
+    from scrapy.utils.reactor import install_reactor
+    from tests.redis_worker import SELECT_REACTOR
+    install_reactor(SELECT_REACTOR)
+    import redis
+    from scrapy.settings import Settings
+    from twisted.internet import reactor
+    from twisted.internet.defer import ensureDeferred
+    from twisted.internet.task import deferLater
+    from scrapy_robots_coccoc.stores import MemoryStore, RedisStore
+    from scrapy_robots_coccoc.stores.redisclient import redis_client
+
+    ORIGIN, CHANNEL = "https://busy:443", "robotstxt:pauses"
+    client = redis.Redis.from_url(sys.argv[1])
+
+    def listeners():
+        return [t.name for t in threading.enumerate() if t.name == "robotstxt-redis-pauses" and t.is_alive()]
+
+    async def until_true(condition, seconds):
+        began = time.monotonic()
+        while not condition() and time.monotonic() - began < seconds:
+            await deferLater(reactor, 0.005)
+        return time.monotonic() - began
+
+    async def main():
+        settings = Settings({"TWISTED_REACTOR": SELECT_REACTOR, "REDIS_URL": sys.argv[1]})
+        pausing, peer = (RedisStore(redis_client(settings), MemoryStore(100)) for _ in range(2))
+        await pausing.warm_up()
+        await peer.warm_up()
+        await until_true(lambda: dict(client.pubsub_numsub(CHANNEL))[CHANNEL.encode()] == 2, 5)
+        peer._polled_at = float("inf")  # only the announcement can tell the peer
+        told_on = []
+        pause_here = peer._local.pause
+        peer._local.pause = lambda *args: (told_on.append(threading.current_thread().name), pause_here(*args))
+        until = time.time() + 30
+        await pausing.pause(ORIGIN, until)
+        learnt = await until_true(lambda: peer.paused_until(ORIGIN) > 0, 2)
+        known = peer.paused_until(ORIGIN)
+        running = listeners()
+        began = time.monotonic()
+        await pausing.close()
+        await peer.close()
+        closing = time.monotonic() - began
+        ended = await until_true(lambda: not listeners(), 3)
+        client.publish(CHANNEL, ("https://late:443 %r" % (time.time() + 30)).encode())
+        await deferLater(reactor, 0.2)
+        print(json.dumps({"learnt": learnt, "error": known - until, "told_on": told_on, "running": running,
+                          "closing": closing, "ended": ended, "left": listeners(),
+                          "subscribers": dict(client.pubsub_numsub(CHANNEL))[CHANNEL.encode()],
+                          "late": peer.paused_until("https://late:443")}))
+
+    ensureDeferred(main()).addBoth(lambda r: (print(r, file=sys.stderr) if r is not None else None, reactor.stop()))
+    reactor.run()
+    """
+)
+
+
+def test_under_another_reactor_a_listener_thread_tells_the_peer_and_ends_with_the_store(redis_server):
+    """The listener thread (non-asyncio reactors) had no test: a peer learns a pause from it at once, on the
+    reactor's thread, and closing the store ends the thread and its subscription at once."""
+    result = run_python("-c", THREADED_LISTENER_SCRIPT, redis_server.url)
+    assert result["running"] == ["robotstxt-redis-pauses"] * 2
+    assert result["learnt"] < 0.1, result
+    assert abs(result["error"]) < 0.05, result
+    assert result["told_on"] == ["MainThread"], result
+    assert result["closing"] < 0.5, result
+    assert result["ended"] < 0.2, result
+    assert result["left"] == [] and result["subscribers"] == 0 and result["late"] == 0.0, result
