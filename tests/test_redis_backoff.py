@@ -164,3 +164,26 @@ def test_under_another_reactor_a_listener_thread_tells_the_peer_and_ends_with_th
     assert result["closing"] < 0.5, result
     assert result["ended"] < 0.2, result
     assert result["left"] == [] and result["subscribers"] == 0 and result["late"] == 0.0, result
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_warm_up_that_ends_after_the_close_starts_no_listener(redis_server, new_store):
+    """A warm-up still waiting for Redis when the store closed (a crawl over at once, a Redis that hangs past
+    CLOSE_SECONDS) subscribed once it ended: a listener left behind the closed store, for the process's life."""
+    import signal
+
+    from scrapy.utils.defer import deferred_from_coro
+
+    from .redisserver import sleep
+
+    store = new_store()
+    store.CLOSE_SECONDS = 0.1
+    redis_server.process.send_signal(signal.SIGSTOP)  # Redis hangs: the warm-up's calls wait
+    try:
+        warming = deferred_from_coro(store.warm_up())
+        await settle(store.close())
+    finally:
+        redis_server.process.send_signal(signal.SIGCONT)
+    await warming
+    await sleep(0.3)
+    assert redis_server.client.pubsub_numsub("robotstxt:pauses") == [(b"robotstxt:pauses", 0)]

@@ -113,6 +113,7 @@ class RedisStore:
         self._polled_at = 0.0
         self._unshared: dict[str, float] = {}  # pauses to write once Redis answers again
         self._stop_listening: Callable[[], Any] | None = None
+        self._closing = False  # a warm-up ending after close starts no listener
         self._token = uuid.uuid4().hex  # in this worker's fetch locks: release drops only its own
 
     @classmethod
@@ -145,7 +146,7 @@ class RedisStore:
 
     def listen(self) -> None:
         """Learn the peers' pauses as they are announced, not at the next read of them."""
-        if self._stop_listening is None:
+        if self._stop_listening is None and not self._closing:
             self._stop_listening = self._redis.listen(f"{self._prefix}:pauses", self._announced, self.RETRY_SECONDS)
 
     def _announced(self, message: Any) -> None:
@@ -243,6 +244,7 @@ class RedisStore:
     async def close(self) -> None:
         """Close once calls and fetch locks under way end (at most CLOSE_SECONDS), a loop turn first: a write made as
         the spider closed may start late (Scrapy 2.13; other reactors resume a fetch the close ended after it)."""
+        self._closing = True
         await loop.sleep(0)
         with suppress(defer.TimeoutError):
             await maybe_deferred_to_future(self._under_way.done().addTimeout(self.CLOSE_SECONDS, loop.clock()))
