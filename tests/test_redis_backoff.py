@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import textwrap
+from typing import Any
 
 import pytest
 import pytest_twisted
@@ -187,3 +188,43 @@ async def test_a_warm_up_that_ends_after_the_close_starts_no_listener(redis_serv
     await warming
     await sleep(0.3)
     assert redis_server.client.pubsub_numsub("robotstxt:pauses") == [(b"robotstxt:pauses", 0)]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_pause_write_the_store_timeout_cancelled_is_shared_once_redis_answers(redis_server, new_store):
+    """The middleware bounds each store call by ROBOTSTXT_STORE_TIMEOUT and cancels it past that: a pause write
+    cancelled while Redis did not answer (the client retries a silent server for some 15 s, more than the 10 s of
+    the timeout) was neither written nor kept to write again, and the peers never learnt of the pause. Once a call
+    succeeds it is written."""
+    import time
+
+    from twisted.internet import defer, protocol, reactor
+
+    from .redisserver import sleep
+
+    store = new_store()
+    redis_server.terminate()
+    redis_server.wait()
+    held: list[Any] = []
+
+    class Silent(protocol.Protocol):
+        """Takes the commands and never answers (a Redis hanging, a network dropping the answers)."""
+
+        def connectionMade(self) -> None:
+            held.append(self.transport)
+
+    port = reactor.listenTCP(redis_server.port, protocol.Factory.forProtocol(Silent), interface="127.0.0.1")
+    until = time.time() + 30
+    with pytest.raises(defer.TimeoutError):
+        await store.pause("https://busy:443", until).addTimeout(0.3, reactor)  # as the middleware's guard does
+    assert held, "the write never reached the silent server"
+    for transport in held:
+        transport.abortConnection()
+    await port.stopListening()
+    redis_server.start()
+    await settle(store.get("https://other:443"))  # Redis answers again
+    for _ in range(100):
+        if redis_server.client.zscore("robotstxt:pauses", "https://busy:443") is not None:
+            break
+        await sleep(0.01)
+    assert redis_server.client.zscore("robotstxt:pauses", "https://busy:443") == pytest.approx(until, abs=0.05)

@@ -208,8 +208,12 @@ class RedisStore:
         ttl = math.ceil(min(max(1.0, until - now), self._max_age)) + 60
         offset = self._clock.turn_offset()
         args = [repr(until + offset), origin, repr(now + offset), ttl]
-        if await self._run("pause", [f"{self._prefix}:pauses"], args) is None:
-            self._unshared_pause(origin, until)
+        written = None
+        try:
+            written = await self._run("pause", [f"{self._prefix}:pauses"], args)
+        finally:
+            if written is None:  # failed, or cancelled by the middleware's store timeout: Redis did not answer
+                self._unshared_pause(origin, until)
 
     def _unshared_pause(self, origin: str, until: float) -> None:
         self._unshared[origin] = max(until, self._unshared.pop(origin, 0.0))
@@ -446,6 +450,7 @@ class RedisStore:
         if self._down_until:
             logger.warning("Redis store reachable again: sharing robots.txt state with the other workers")
             self._down_until = 0.0
+        if self._unshared:  # a write failed, or was given up (a timeout) while Redis was not taken for down
             self._share_unshared_pauses()
         return answer
 
