@@ -46,8 +46,8 @@ def test_a_short_pause_does_not_cut_the_life_of_a_long_one(redis_server):
 
     client, pauses = redis_server.client, "robotstxt:pauses"
     client.flushall()
-    client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://a:443", "1", 3660)
-    client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://b:443", "1", 61)
+    client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://a:443", "1", 3660, pauses)
+    client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://b:443", "1", 61, pauses)
     assert client.ttl(pauses) > 3600
     assert client.zscore(pauses, "https://a:443") == 4000000000
 
@@ -109,7 +109,7 @@ THREADED_LISTENER_SCRIPT = textwrap.dedent(
     from scrapy_robots_coccoc.stores import MemoryStore, RedisStore
     from scrapy_robots_coccoc.stores.redisclient import redis_client
 
-    ORIGIN, CHANNEL = "https://busy:443", "robotstxt:pauses"
+    ORIGIN, CHANNEL = "https://busy:443", "robotstxt:pauses:0"
     client = redis.Redis.from_url(sys.argv[1])
 
     def listeners():
@@ -187,7 +187,7 @@ async def test_a_warm_up_that_ends_after_the_close_starts_no_listener(redis_serv
         redis_server.process.send_signal(signal.SIGCONT)
     await warming
     await sleep(0.3)
-    assert redis_server.client.pubsub_numsub("robotstxt:pauses") == [(b"robotstxt:pauses", 0)]
+    assert redis_server.client.pubsub_numsub("robotstxt:pauses:0") == [(b"robotstxt:pauses:0", 0)]
 
 
 @pytest_twisted.ensureDeferred
@@ -228,3 +228,19 @@ async def test_a_pause_write_the_store_timeout_cancelled_is_shared_once_redis_an
             break
         await sleep(0.01)
     assert redis_server.client.zscore("robotstxt:pauses", "https://busy:443") == pytest.approx(until, abs=0.05)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_pause_reaches_no_crawl_of_another_database(redis_server, new_store):
+    """Redis's channels are one for all its databases, unlike its keys: a crawl on database 1 paused the site
+    for a crawl on database 0 that shares nothing else with it, for as long as the first crawl said."""
+    import time
+
+    from .redisserver import sleep
+
+    pausing, other = new_store(redis_server.url[:-1] + "1"), new_store()
+    await settle(pausing.warm_up())
+    await settle(other.warm_up())
+    await settle(pausing.pause("https://busy:443", time.time() + 30))
+    await sleep(0.3)
+    assert other.paused_until("https://busy:443") == 0.0

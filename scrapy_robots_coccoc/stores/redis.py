@@ -92,6 +92,8 @@ class RedisStore:
         )
         self._local = local
         self._prefix = prefix
+        # Redis's channels ignore its databases, unlike its keys: the channel names the database of the pauses.
+        self._channel = f"{prefix}:pauses:{client.connection_pool.connection_kwargs.get('db', 0)}"
         self._max_age = max_age
         self._slow_seconds = slow_seconds
         self._agent = agent
@@ -147,7 +149,7 @@ class RedisStore:
     def listen(self) -> None:
         """Learn the peers' pauses as they are announced, not at the next read of them."""
         if self._stop_listening is None and not self._closing:
-            self._stop_listening = self._redis.listen(f"{self._prefix}:pauses", self._announced, self.RETRY_SECONDS)
+            self._stop_listening = self._redis.listen(self._channel, self._announced, self.RETRY_SECONDS)
 
     def _announced(self, message: Any) -> None:
         """A pause a worker announced: b"origin until" (on Redis's clock)."""
@@ -207,7 +209,7 @@ class RedisStore:
         now = time.time()
         ttl = math.ceil(min(max(1.0, until - now), self._max_age)) + 60
         offset = self._clock.turn_offset()
-        args = [repr(until + offset), origin, repr(now + offset), ttl]
+        args = [repr(until + offset), origin, repr(now + offset), ttl, self._channel]
         written = None
         try:
             written = await self._run("pause", [f"{self._prefix}:pauses"], args)
