@@ -244,3 +244,29 @@ async def test_a_pause_reaches_no_crawl_of_another_database(redis_server, new_st
     await settle(pausing.pause("https://busy:443", time.time() + 30))
     await sleep(0.3)
     assert other.paused_until("https://busy:443") == 0.0
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_worker_whose_acl_forbids_the_channel_still_shares_its_pauses(redis_server, new_store, caplog):
+    """Redis 7 gives a new ACL user no channel (acl-pubsub-default resetchannels): the PUBLISH in pause.lua (a
+    redis.call then) failed the script after it stored the pause, so the worker took Redis for down at every
+    pause, with a WARNING. The pause is stored without error, peers read it from the set, and the listener that
+    SUBSCRIBE is refused to tries again quietly."""
+    import time
+
+    from .redisserver import sleep, warnings_of
+
+    redis_server.client.acl_setuser("worker", enabled=True, passwords=["+secret"], keys=["*"], commands=["+@all"])
+    assert redis_server.client.acl_getuser("worker")["channels"] == []
+    pausing = new_store(f"redis://worker:secret@127.0.0.1:{redis_server.port}/0", max_age=3600)
+    pausing.RETRY_SECONDS = 0.1
+    peer = new_store()
+    await settle(pausing.warm_up())
+    until = time.time() + 30
+    await settle(pausing.pause("https://busy:443", until))
+    assert redis_server.client.zscore("robotstxt:pauses", "https://busy:443") == pytest.approx(until, abs=0.05)
+    peer.paused_until("https://busy:443")  # its first read of the set
+    await sleep(0.3)
+    assert peer.paused_until("https://busy:443") == pytest.approx(until, abs=0.05)
+    assert pausing._down_until == 0.0
+    assert warnings_of(caplog) == []
