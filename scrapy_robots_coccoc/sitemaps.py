@@ -7,6 +7,7 @@ import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
@@ -317,7 +318,8 @@ class RobotsSitemapMixin(_MixinBase):
 
     def _declined(self, site: str, url: str) -> str | None:
         """Why *url* is not taken from the robots.txt of *site*, None when it may be."""
-        domains = getattr(self, "allowed_domains", None)
+        # Read only for the allowed_domains scope and a URL it compares: a property need not answer otherwise.
+        domains = partial(getattr, self, "allowed_domains", None)
         return declined(url, site, self.robots_sitemap_scope, domains, self._robots_url_limit)
 
     def _robots_listed_request(self, url: str, origin: str) -> Request | None:

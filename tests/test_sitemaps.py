@@ -12,7 +12,7 @@ from scrapy.spiders import SitemapSpider
 
 from scrapy_robots_coccoc import RobotsSitemapMixin, RobotsTxt
 
-from .crawling import ProductSpider, bounded_crawl, collector_frozen, crawl, stat
+from .crawling import SETTINGS, ProductSpider, bounded_crawl, collector_frozen, crawl, stat
 from .redisserver import free_port
 from .sites import LISTED, LoopbackSite, robots, shop, urlset, xml
 
@@ -366,6 +366,31 @@ async def test_an_allowed_domain_idna_refuses_matches_nothing_and_breaks_nothing
     crawler = await crawl(spider=Scoped, robots_sitemap_origins=[site.address])
     assert crawler.spider.products == [site.url("/products/1")]
     assert stat(crawler, "robotstxt/sitemaps/out_of_scope") == 1
+    assert stat(crawler, "log_count/ERROR") is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_allowed_domains_is_read_for_the_allowed_domains_scope_only(sites):
+    """Only robots_sitemap_scope = "allowed_domains" reads allowed_domains, and only for a URL it compares:
+    read for every listed sitemap, a property that cannot answer (OffsiteMiddleware off) cost the spider
+    the sitemaps of its own site."""
+    (site,) = sites(LoopbackSite())
+    site.pages["/robots.txt"] = robots(f"Sitemap: {site.url('/mine.xml')}\n")
+    site.pages["/mine.xml"] = xml(urlset(site, ["/products/1"]))
+
+    class Unscoped(ProductSpider):
+        @property
+        def allowed_domains(self):
+            raise RuntimeError("allowed_domains is not to be read")
+
+    offsite_off = {
+        "DOWNLOADER_MIDDLEWARES": {
+            **SETTINGS["DOWNLOADER_MIDDLEWARES"],
+            "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
+        }
+    }
+    crawler = await crawl(offsite_off, spider=Unscoped, robots_sitemap_origins=[site.address])
+    assert crawler.spider.products == [site.url("/products/1")]
     assert stat(crawler, "log_count/ERROR") is None
 
 

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from .sitemaplocation import idna
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
 SCOPES = ("site", "allowed_domains", "any")
 
@@ -18,8 +18,11 @@ def check_scope(spider_name: str, scope: str) -> None:
         raise ValueError(f"{spider_name}.robots_sitemap_scope must be one of {SCOPES}, not {scope!r}")
 
 
-def declined(url: str, site: str, scope: str, allowed_domains: Iterable[str] | None, url_limit: int) -> str | None:
-    """Why *url* is not taken from the robots.txt of *site* (its host, IDNA), None when it may be."""
+def declined(
+    url: str, site: str, scope: str, allowed_domains: Callable[[], Iterable[str] | None], url_limit: int
+) -> str | None:
+    """Why *url* is not taken from the robots.txt of *site* (its host, IDNA), None when it may be.
+    *allowed_domains* gives the spider's; called only for the ``allowed_domains`` scope, as a spider reads it."""
     try:
         parts = urlsplit(url)
         host = idna(parts.hostname or "")
@@ -32,11 +35,11 @@ def declined(url: str, site: str, scope: str, allowed_domains: Iterable[str] | N
     return None if _in_scope(site, host, scope, allowed_domains) else "out_of_scope"
 
 
-def _in_scope(site: str, host: str, scope: str, allowed_domains: Iterable[str] | None) -> bool:
+def _in_scope(site: str, host: str, scope: str, allowed_domains: Callable[[], Iterable[str] | None]) -> bool:
     if scope == "any":
         return True
     if scope == "allowed_domains":
-        return any(within(host, domain) for domain in map(_domain, allowed_domains or [site]) if domain)
+        return any(within(host, domain) for domain in map(_domain, allowed_domains() or [site]) if domain)
     return within(host, site) or within(site, host)
 
 
