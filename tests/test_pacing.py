@@ -200,10 +200,11 @@ async def test_the_projects_own_delay_is_not_added_to_the_crawl_delay(sites):
     crawler = await crawl(exact, urls=[site.url(p) for p in PAGES], follow=False)
     assert len(crawler.spider.crawled) == 4
     gaps = site.gaps()
-    # The stricter of the two, not their sum: summed, every gap would be
-    # 1.25 s or more; load only lengthens gaps (one took 1.58 s), so the
-    # shortest one tells.
-    assert 0.71 <= min(gaps) < 1.2, gaps
+    # The stricter of the two, not their sum (1.25 s or more) on any turn.
+    # Under load a turn woken late is taken again one turn later (one gap
+    # took 1.58 s, two turns): each such gap is a late turn counted.
+    late = stat(crawler, "robotstxt/crawl_delay/late_turns") or 0
+    assert min(gaps) >= 0.71 and sum(gap >= 1.2 for gap in gaps) <= late, (gaps, late)
 
 
 @pytest_twisted.ensureDeferred
