@@ -46,7 +46,9 @@ async def test_crawl_delay_is_capped(sites, caplog):
     (site,) = sites(paced_site("User-agent: *\nCrawl-delay: 100\n"))
     crawler = await crawl({"ROBOTSTXT_MAX_CRAWL_DELAY": 0.5}, urls=[site.url(p) for p in PAGES[:3]], follow=False)
     assert len(crawler.spider.crawled) == 3
-    assert all(0.475 <= gap < 1 for gap in site.gaps())
+    # Capped at 0.5 s, not 100 s; a turn woken late under load is taken again a turn later, and counted.
+    gaps, late = site.gaps(), stat(crawler, "robotstxt/crawl_delay/late_turns") or 0
+    assert min(gaps) >= 0.475 and sum(gap >= 1 for gap in gaps) <= late and max(gaps) < 2, (gaps, late)
     assert any("capped" in r.getMessage() for r in caplog.records)
 
 
