@@ -60,6 +60,7 @@ from typing import Any
 import benchjson
 import corpus
 from crawl_bench import ALL_PATHS, links_of
+from redis_bench import wait_for_redis
 
 WORKERS = 3
 TARGETS = ("backoff", "before-queue", "store-cost")
@@ -934,19 +935,6 @@ def run_store_cost(cluster: Cluster, trees: dict[str, Path | None], rounds: int,
 
 
 # ---------------------------------------------------------------- main
-
-
-def wait_for_redis(url: str) -> None:
-    import redis
-
-    client = redis_client(url)
-    for _ in range(200):
-        try:
-            client.ping()
-            return
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    raise SystemExit(f"redis-server at {url} did not start")
 
 
 def free_port() -> int:
