@@ -34,10 +34,21 @@ def add_option(parser: argparse.ArgumentParser, name: str) -> None:
     _started.update(measured())
     parser.add_argument(
         "--json",
-        type=Path,
+        type=_results_path,
         metavar="PATH",
         help=f"also write the figures to PATH as JSON (the docs chart {RESULTS.relative_to(HERE.parent)}/{name}.json)",
     )
+
+
+def _results_path(text: str) -> Path:
+    """A ``--json`` path; under benchmarks/results only from a clean commit, which the charts then name."""
+    path = Path(text)
+    if path.resolve().is_relative_to(RESULTS) and _started.get("commit", "").endswith("+dirty"):
+        raise argparse.ArgumentTypeError(
+            f"{text}: the charts are drawn from benchmarks/results, measured on a clean, named commit; "
+            "commit (or stash) the changes first, or write elsewhere"
+        )
+    return path
 
 
 def _cpu_model() -> str:

@@ -145,8 +145,8 @@ def rewrite(body: bytes, paced: bool) -> bytes:
     return b"".join(out)
 
 
-def serve(folder: Path | None, origins: int) -> None:
-    """Serve the origins until stdin closes."""
+def serve(folder: Path | None, origins: int, as_written: bool = False) -> None:
+    """Serve the origins until stdin closes; each file *as_written*, or rewritten (see :func:`rewrite`)."""
     from twisted.internet import reactor, stdio
     from twisted.internet.protocol import Protocol
     from twisted.web.resource import Resource
@@ -176,7 +176,7 @@ def serve(folder: Path | None, origins: int) -> None:
             return f"<html><body><h1>{path}</h1>{filler}</body></html>".encode()
 
     for index, body in enumerate(select(folder, origins)):
-        site = Site(Origin(rewrite(body, is_paced(index))))
+        site = Site(Origin(body if as_written else rewrite(body, is_paced(index))))
         site.noisy = False
         reactor.listenTCP(origin_port(index), site, interface=origin_host(index), backlog=128)
 
@@ -305,9 +305,16 @@ def crawl(config: str, origins: int, concurrency: int, profile: bool) -> None:
     )
 
 
-def start_sites(folder: Path | None, origins: int) -> subprocess.Popen[bytes]:
+def start_sites(folder: Path | None, origins: int, as_written: bool = False) -> subprocess.Popen[bytes]:
     """Start serve() in a child process; return once it listens."""
-    command = [sys.executable, __file__, "serve", str(origins), *([str(folder)] if folder else [])]
+    command = [
+        sys.executable,
+        __file__,
+        "serve",
+        str(origins),
+        str(int(as_written)),
+        *([str(folder)] if folder else []),
+    ]
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert server.stdout is not None
     if server.stdout.readline().strip() != b"ready":
@@ -462,7 +469,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
-        serve(Path(sys.argv[3]) if sys.argv[3:] else None, int(sys.argv[2]))
+        serve(Path(sys.argv[4]) if sys.argv[4:] else None, int(sys.argv[2]), sys.argv[3] == "1")
     elif sys.argv[1:2] == ["crawl"]:
         crawl(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1")
     else:

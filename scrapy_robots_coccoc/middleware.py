@@ -22,6 +22,7 @@ from ._crawl.fetcher import RobotsTxtFetcher
 from ._crawl.origins import InvalidOrigin, origin_of
 from ._crawl.pacing import CrawlDelays
 from ._crawl.parking import Parking, SpiderClosing
+from ._crawl.prefetch import Prefetch
 from ._crawl.report import CrawlReport
 from ._crawl.storecalls import GuardedStore
 from .body import RobotsTxtBodyMiddleware
@@ -120,6 +121,11 @@ class RobotsTxtMiddleware:
             claim_seconds=min(settings.getfloat("DOWNLOAD_TIMEOUT", 180) * (max_retries + 1) + 5, 3600.0),
             max_origins=max_origins,
             fetched=self._fetched,
+        )
+        self._prefetch = (
+            Prefetch(crawler, self._origins, max(1, concurrency), max_origins)
+            if settings.getbool("ROBOTSTXT_PREFETCH", True)
+            else None
         )
         # Requests returned to the scheduler when the spider closed.
         self._sent_back: WeakSet[Request] = WeakSet()
@@ -244,9 +250,10 @@ class RobotsTxtMiddleware:
         if state.unavailable:
             raise OriginUnavailable(f"robots.txt of {origin} did not answer: site unavailable for now")
 
-    def drop_if_forbidden(self, request: Request) -> bool:
+    def before_queue(self, request: Request) -> bool:
         """Drop *request*, as :meth:`process_request` would, if its origin's rules are known here and forbid
-        it; True when dropped. Nothing is fetched or waited for: an unknown origin is left to the downloader."""
+        it; True when dropped. A request with an errback is left to the downloader, whose exception its
+        errback must see. An unknown origin's robots.txt is prefetched (``ROBOTSTXT_PREFETCH``), nothing waited for."""
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return False
         try:
@@ -254,7 +261,11 @@ class RobotsTxtMiddleware:
         except InvalidOrigin:
             return False
         state = self._origins.fresh(origin)
-        if state is None or state.robots is None or request.meta.get("robotstxt_only"):
+        if state is None:
+            if self._prefetch is not None and not self._offsite(request):
+                self._prefetch.request_yielded(origin, request)
+            return False
+        if state.robots is None or request.errback is not None or request.meta.get("robotstxt_only"):
             return False
         try:
             self._decide(request, origin, state)
@@ -325,8 +336,12 @@ class RobotsTxtMiddleware:
             agent = request.headers.get(b"User-Agent") or self._default_user_agent
         return to_unicode(agent, errors="replace")  # a header may hold any bytes
 
+    def _offsite(self, request: Request) -> bool:
+        engine = self.crawler.engine
+        return engine is None or compat.offsite(engine, request)
+
     def _keep_open_while_fetching(self) -> None:
-        if self._origins.busy or self._learning:
+        if self._origins.busy or self._learning or (self._prefetch is not None and self._prefetch.busy):
             raise DontCloseSpider
 
 

@@ -28,8 +28,9 @@ logger = logging.getLogger(__name__)
 
 class RobotsTxtSpiderMiddleware:
     """Drops requests forbidden by rules :class:`~scrapy_robots_coccoc.RobotsTxtMiddleware` already knows, before they
-    reach the scheduler (or a shared queue), with the downloader's stats, log line and signal but no errback; requests
-    of origins not known yet are decided at the downloader.
+    reach the scheduler (or a shared queue), with the downloader's stats, log line and signal. A request with an
+    errback, or of an origin not known yet, is decided at the downloader, so its errback sees the exception; an
+    unknown origin's robots.txt is fetched meanwhile (:confval:`ROBOTSTXT_PREFETCH`).
 
     With :confval:`ROBOTSTXT_PAGE_ROBOTS`, it reads page-level robots into ``response.meta["robots_directives"]`` and
     drops the requests a ``nofollow`` page yields (:doc:`../usage/page-robots`)."""
@@ -92,7 +93,7 @@ class RobotsTxtSpiderMiddleware:
             )
             return True
         middleware = of_crawler(self._crawler)
-        return middleware is not None and middleware.drop_if_forbidden(item)
+        return middleware is not None and middleware.before_queue(item)
 
     def _nofollow_page(self, response: Response | None) -> str | None:
         if not self._page_robots or response is None:

@@ -6,7 +6,8 @@ tools the Redis tests and benchmarks measure it with.
 
 The worker starts from its URLs; every request goes through the shared
 scrapy-redis queue and dupefilter, so any worker may download it. Prints its
-stats as JSON on the last line.
+stats, and the exception class each failed URL's errback saw (``failures``),
+as JSON on the last line. With ``REDIS_WORKER_ADDON`` set it enables the add-on.
 
     python -m tests.redis_worker --store-calls REDIS_URL
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -30,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 SELECT_REACTOR = "twisted.internet.selectreactor.SelectReactor"
+#: Set in a worker's environment, the worker enables scrapy_robots_coccoc.Addon.
+ADDON_VARIABLE = "REDIS_WORKER_ADDON"
 
 
 class LatencyProxy:
@@ -145,12 +149,15 @@ def main(redis_url: str, *urls: str) -> None:
             "REDIS_URL": redis_url,
             "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
             "LOG_LEVEL": "INFO",
+            **({"ADDONS": {"scrapy_robots_coccoc.Addon": 0}} if os.environ.get(ADDON_VARIABLE) else {}),
         }
     )
     crawler = process.create_crawler(RecordingSpider)
     process.crawl(crawler, urls=list(urls))
     process.start()
-    print(json.dumps({k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, int | float | str)}))
+    stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, int | float | str)}
+    failures = {url: type(exc).__name__ for url, exc in crawler.spider.failures.items()}
+    print(json.dumps({**stats, "failures": failures}))
 
 
 def store_calls(redis_url: str) -> None:

@@ -60,16 +60,20 @@ class RedisServer:
         self.process.wait()
 
 
-def workers(redis_url: str, *start_urls: list[str], last_after: float = 0.0):
+def workers(redis_url: str, *start_urls: list[str], last_after: float = 0.0, addon: bool = False):
     """Start one worker process per list of start URLs, the last one
-    *last_after* seconds after the others; a Deferred of their outputs."""
+    *last_after* seconds after the others, with the add-on if *addon*; a
+    Deferred of their outputs."""
     from twisted.internet import defer, reactor
     from twisted.internet.task import deferLater
     from twisted.internet.utils import getProcessOutputAndValue
 
+    from .redis_worker import ADDON_VARIABLE
+
     def run(urls: list[str]):
         args = ["-m", "tests.redis_worker", redis_url, *urls]
-        return getProcessOutputAndValue(sys.executable, args, env=dict(os.environ), path=str(ROOT))
+        env = {**os.environ, **({ADDON_VARIABLE: "1"} if addon else {})}
+        return getProcessOutputAndValue(sys.executable, args, env=env, path=str(ROOT))
 
     *first, last = start_urls
     runs = [run(urls) for urls in first]

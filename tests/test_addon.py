@@ -15,6 +15,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from scrapy_robots_coccoc import Addon, RobotsTxtBodyMiddleware, RobotsTxtMiddleware
+from scrapy_robots_coccoc.exceptions import RobotsTxtForbidden
 
 from .crawling import RecordingSpider, stat
 from .sites import LoopbackSite, robots
@@ -50,8 +51,9 @@ async def test_the_addons_line_alone_obeys_robots_txt_with_our_middlewares(sites
     spider = crawler.spider
     assert sorted(spider.crawled) == [site.url("/"), site.url("/public")]
     assert stat(crawler, "robotstxt/forbidden") == 1
-    # The add-on's spider middleware dropped the link before it was queued: the rules were known.
-    assert stat(crawler, "robotstxt/forbidden/before_queue") == 1 and not spider.failures
+    # The link has an errback: decided at the downloader, though the rules were known, so the errback sees it.
+    assert [type(failure) for failure in spider.failures.values()] == [RobotsTxtForbidden]
+    assert stat(crawler, "robotstxt/forbidden/before_queue") is None
     assert site.paths().count("/robots.txt") == 1
     assert StockRobotsTxtMiddleware not in enabled
     assert RobotsTxtMiddleware in enabled

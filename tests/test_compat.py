@@ -36,6 +36,7 @@ class _Inspecting(Spider):
     """Looks at the running engine through _compat, from inside a crawl."""
 
     name = "inspecting"
+    allowed_domains = ["127.0.0.1"]
 
     async def start(self):
         engine = self.crawler.engine
@@ -45,6 +46,8 @@ class _Inspecting(Spider):
             "hold": _compat.slot_hold(engine, Request("http://127.0.0.1/")),
             "full": _compat.slot_full(engine, Request("http://127.0.0.1/")),
             "key": _compat.slot_key(engine, Request("http://127.0.0.1/")),
+            "offsite": _compat.offsite(engine, Request("http://elsewhere.example/")),
+            "onsite": _compat.offsite(engine, Request("http://127.0.0.1/")),
         }
         _compat.wake_engine(engine)
         return
@@ -60,6 +63,8 @@ async def test_engine_and_downloader_internals():
     assert crawler.spider.seen["hold"] == 0.0, "no slot yet, so nothing to hold: update _compat.slot_hold"
     assert crawler.spider.seen["full"] is False, "no slot yet, so not full: update _compat.slot_full"
     assert crawler.spider.seen["key"] == "127.0.0.1", "Downloader.get_slot_key changed: update _compat.slot_key"
+    offsite = (crawler.spider.seen["offsite"], crawler.spider.seen["onsite"])
+    assert offsite == (True, False), "OffsiteMiddleware.should_follow changed: update _compat.offsite"
     assert _compat.engine_closing(crawler.engine), "a stopped engine should count as closing"
 
 

@@ -274,11 +274,12 @@ async def test_requests_that_do_not_obey_robots_are_not_dropped(sites):
 
 
 @pytest_twisted.ensureDeferred
-async def test_forbidden_links_are_still_dropped_before_they_are_queued(sites):
+async def test_forbidden_links_are_still_dropped(sites):
     (page,) = sites(site(html_page('<meta name="robots" content="noindex">', links=("/a", "/private/x"))))
     crawler = await crawl(PAGE_ROBOTS, urls=[page.url("/")])
     assert sorted(crawler.spider.crawled) == [page.url("/"), page.url("/a")]
-    assert stat(crawler, "robotstxt/forbidden/before_queue") == 1
+    assert stat(crawler, "robotstxt/forbidden") == 1
+    assert type(crawler.spider.failures[page.url("/private/x")]).__name__ == "RobotsTxtForbidden", "its errback saw it"
 
 
 @pytest_twisted.ensureDeferred

@@ -19,6 +19,12 @@ def linking_site(other: str = "") -> LoopbackSite:
 
 
 class DroppedSpider(RecordingSpider):
+    """Follows links without errbacks (a request with one is decided at the downloader, for its errback)."""
+
+    def parse(self, response):
+        self.crawled.append(response.url)
+        yield from response.follow_all(css="a")
+
     async def start(self):
         self.dropped = []
         self.crawler.signals.connect(
@@ -52,7 +58,7 @@ async def test_requests_of_unknown_origins_pass_untouched(sites):
     other = LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow: /private\n")})
     (other,) = sites(other)
     (site,) = sites(linking_site(other=other.url("/private/x")))
-    crawler = await crawl(FILTER, urls=[site.url("/")])
+    crawler = await crawl(FILTER, spider=DroppedSpider, urls=[site.url("/")])
     assert stat(crawler, "robotstxt/forbidden/before_queue") == 50
     assert stat(crawler, "robotstxt/forbidden") == 51, "the other origin's link was decided at the downloader"
     assert other.paths() == ["/robots.txt"]
@@ -62,7 +68,7 @@ async def test_requests_of_unknown_origins_pass_untouched(sites):
 async def test_the_addon_enables_it(sites):
     (site,) = sites(linking_site())
     settings = {"ADDONS": {"scrapy_robots_coccoc.Addon": 0}, "ROBOTSTXT_USER_AGENT": "coccocbot-web"}
-    crawler = await crawl({**settings, "DOWNLOADER_MIDDLEWARES": {}}, urls=[site.url("/")])
+    crawler = await crawl({**settings, "DOWNLOADER_MIDDLEWARES": {}}, spider=DroppedSpider, urls=[site.url("/")])
     assert stat(crawler, "robotstxt/forbidden/before_queue") == 50
 
 

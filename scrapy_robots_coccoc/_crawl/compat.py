@@ -17,6 +17,7 @@ from scrapy.core.downloader import Downloader, Slot
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.core.engine import ExecutionEngine
 from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.exceptions import IgnoreRequest
 from scrapy.resolver import dnscache
 from scrapy.spiders import SitemapSpider
@@ -107,6 +108,17 @@ async def send_catch_log_async(signal_manager: SignalManager, signal: object, **
 def downloader_active(engine: ExecutionEngine) -> set[Request]:
     """``Downloader.active``: the requests counted against ``CONCURRENT_REQUESTS``."""
     return engine.downloader.active
+
+
+def offsite(engine: ExecutionEngine, request: Request) -> bool:
+    """Whether an enabled downloader ``OffsiteMiddleware`` will drop *request* (``Downloader.middleware``): its
+    ``dont_filter`` and ``allow_offsite`` exceptions, then its public ``should_follow``."""
+    if request.dont_filter or request.meta.get("allow_offsite") or engine.spider is None:
+        return False
+    return any(
+        isinstance(middleware, OffsiteMiddleware) and not middleware.should_follow(request, engine.spider)
+        for middleware in engine.downloader.middleware.middlewares
+    )
 
 
 def wake_engine(engine: ExecutionEngine) -> None:

@@ -93,6 +93,10 @@ class OriginCoordinator:
         state = self._store.peek(origin)
         return state if state is not None and state.expires_at > time.time() else None
 
+    def unknown(self, origin: str) -> bool:
+        """Whether nothing here decides the origin's requests yet: no fetch or fault under way, no fresh state."""
+        return origin not in self._waiters and origin not in self._faults and self.fresh(origin) is None
+
     def waiter(self, origin: str, request: Request) -> Deferred[OriginState]:
         """A Deferred of the state to decide *request* by, from the store or a fetch (errback: RobotsTxtFault)."""
         return deferred_from_coro(self._state_for(origin, request))
