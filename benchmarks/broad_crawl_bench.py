@@ -20,7 +20,8 @@ Settings are a broad crawl's: ``CONCURRENT_REQUESTS = 64``,
 Configurations, each crawl in a fresh process, rounds interleaved (the order
 rotates):
 
-- ``head``: this checkout, enabled through ``scrapy_robots_coccoc.Addon``;
+- ``head``: this checkout (or the commit ``--head REF``), enabled through
+  ``scrapy_robots_coccoc.Addon``;
 - ``base``: the same at ``--base REF`` (checked out with ``git worktree`` under
   ``build/bench-base/`` and put first on the child's ``sys.path``);
 - ``stock``: Scrapy's own RobotsTxtMiddleware (Protego, no Crawl-delay);
@@ -128,6 +129,7 @@ def crawl(config: str, origins: int, max_crawl_delay: float, timeout: float, err
             {
                 "pages": spider.pages,
                 "seconds": finished - spider.started,
+                "cpu": time.process_time(),
                 "robots": stats.get_value("robotstxt/request_count", 0),
                 "failures": dict(failures),
                 "before_queue": before_queue,
@@ -142,7 +144,8 @@ def crawl(config: str, origins: int, max_crawl_delay: float, timeout: float, err
 
 
 def base_checkout(ref: str) -> Path:
-    """A work tree of the project at *ref*, made once per commit under build/bench-base/."""
+    """A work tree of the project at *ref* (for ``--base`` or ``--head``), made once per commit under
+    build/bench-base/."""
     commit = subprocess.run(
         ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=PROJECT, capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -159,7 +162,7 @@ def base_checkout(ref: str) -> Path:
 
 
 def run_one(config: str, origins: int, args: argparse.Namespace) -> dict[str, Any]:
-    source = args.base_tree if config == "base" else PROJECT
+    source = args.base_tree if config == "base" else args.head_tree
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(HERE)])}
     command = [sys.executable, __file__, "crawl", config, str(origins), str(args.max_crawl_delay), str(args.timeout)]
     command.append(str(int(args.errbacks)))
@@ -179,7 +182,8 @@ def rate(result: dict[str, Any]) -> float:
 def describe(result: dict[str, Any]) -> str:
     failed = ", ".join(f"{name} {count}" for name, count in sorted(result["failures"].items())) or "none"
     return (
-        f"{result['pages']:6d} pages {result['seconds']:7.2f} s = {rate(result):5.0f} pages/s; robots.txt "
+        f"{result['pages']:6d} pages {result['seconds']:7.2f} s = {rate(result):5.0f} pages/s "
+        f"({result['cpu']:.0f} s CPU); robots.txt "
         f"{result['robots']}; errbacks: {failed}; before queue {result['before_queue']}; unaccounted "
         f"{result['unaccounted']}; {result['finish_reason']}; peak RSS growth {result['rss_mb']:.0f} MB"
     )
@@ -232,6 +236,7 @@ def main() -> None:
     )
     parser.add_argument("--max-crawl-delay", type=float, default=0.05, help="ROBOTSTXT_MAX_CRAWL_DELAY (0: unpaced)")
     parser.add_argument("--base", help="a commit of the project to compare with (the base configuration)")
+    parser.add_argument("--head", help="a commit of the project to measure instead of this checkout")
     parser.add_argument("--configs", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: all, base if --base)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--errbacks", action="store_true", help="give every start request an errback")
@@ -246,6 +251,7 @@ def main() -> None:
     if "base" in args.configs and not args.base:
         parser.error("the base configuration needs --base REF")
     args.base_tree = base_checkout(args.base) if args.base else None
+    args.head_tree = base_checkout(args.head) if args.head else PROJECT
     folder: Path | None = args.corpus or sites.default_corpus()
     total = len(corpus.load(folder))
     measured = []
@@ -260,6 +266,7 @@ def main() -> None:
             "rounds": args.rounds,
             "max_crawl_delay": args.max_crawl_delay,
             "base": args.base,
+            "head": args.head,
             "configs": args.configs,
             "errbacks": args.errbacks,
             "settings": settings_of("head", args.max_crawl_delay, args.timeout),
