@@ -123,7 +123,7 @@ class RobotsTxtMiddleware:
             fetched=self._fetched,
         )
         self._prefetch = (
-            Prefetch(crawler, self._origins, max(1, concurrency), max_origins)
+            Prefetch(crawler, self._origins, concurrency, max_origins)
             if settings.getbool("ROBOTSTXT_PREFETCH", True)
             else None
         )

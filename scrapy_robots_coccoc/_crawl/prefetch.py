@@ -16,14 +16,19 @@ if TYPE_CHECKING:
 
 
 class Prefetch:
-    """Learns unknown origins ahead of their requests, *limit* fetches at a time; the other origins wait their
-    turn in yield order, *max_pending* at most (past it an origin is fetched when its request reaches the
-    downloader, as without prefetch). Each fetch is the coordinator's, so one per origin, with its bounds."""
+    """Learns unknown origins ahead of their requests, a share of *concurrency* (``CONCURRENT_REQUESTS``) at a
+    time; the other origins wait their turn in yield order, *max_pending* at most (past it an origin is fetched
+    when its request reaches the downloader, as without prefetch). Each fetch is the coordinator's, so one per
+    origin, with its bounds."""
 
-    def __init__(self, crawler: Crawler, origins: OriginCoordinator, limit: int, max_pending: int) -> None:
+    #: A prefetch holds a downloader place: with all of them, a broad crawl's thousands of queued origins would
+    #: be fetched before any page. A quarter keeps ahead of the pages, which need one robots.txt per origin.
+    SHARE = 4
+
+    def __init__(self, crawler: Crawler, origins: OriginCoordinator, concurrency: int, max_pending: int) -> None:
         self._crawler = crawler
         self._origins = origins
-        self._limit = max(1, limit)
+        self._limit = max(1, concurrency // self.SHARE)
         self._max_pending = max(1, max_pending)
         self._running: set[str] = set()
         self._pending: OrderedDict[str, Request] = OrderedDict()  # origin -> the first request yielded for it
