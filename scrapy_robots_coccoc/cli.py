@@ -187,12 +187,6 @@ def site_robots_url(url: str) -> str | None:
     return None if path.rpartition("/")[2].lower() == "robots.txt" else robots_url
 
 
-def names_site_only(url: str) -> bool:
-    """Whether *url* is a site and nothing more (``https://site.vn``, ``https://site.vn/``)."""
-    parts = urlsplit(url)
-    return parts.path in ("", "/") and not parts.query
-
-
 def origin_of(url: str) -> str | None:
     """``scheme://host:port`` of an http(s) URL, as the middleware keys robots.txt; None for a path."""
     try:
@@ -301,8 +295,8 @@ def seconds(text: str) -> float:
 
 EPILOG = """\
 PAGE_URL is an http(s) URL whose file name is not robots.txt: its site's
-/robots.txt is fetched and decides the page (and any URLs after it). A site
-alone (https://site.vn/) before URLs only names the site.
+/robots.txt is fetched and decides the page and any URLs after it; a site
+(https://site.vn/) is its home page, decided too.
 
 exit codes:
   0  every URL allowed (or none given)
@@ -363,8 +357,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     site_robots = site_robots_url(args.robots)
     if site_robots is not None:
         robots_source = site_robots
-        if not (urls and names_site_only(args.robots)):
-            urls.insert(0, args.robots)
+        urls.insert(0, args.robots)
     try:
         body, source, content_type = read_robots(robots_source)
     except Unreadable as exc:

@@ -301,10 +301,11 @@ async def test_a_page_url_is_decided_by_its_sites_robots_txt_not_read_as_one(sit
     assert site.paths() == ["/robots.txt"]  # the page itself is not fetched
     out, err, code = await checker(site.url("/about?lang=vi"))
     assert code == 0 and f"allowed     {site.url('/about?lang=vi')}  [group '*'; no rule]\n" in out, (out, err)
-    # A site alone before paths names the site: its robots.txt decides the paths.
+    # Issue 34: a site root before paths was not decided, and the output did not say so. It is, like any page.
     out, err, code = await checker(site.url("/"), "/private/x", "/a")
     assert code == 1, (out, err)
-    assert out.splitlines()[1:3] == [
+    assert out.splitlines()[1:4] == [
+        f"allowed     {site.url('/')}  [group '*'; no rule]",
         "disallowed  /private/x  [group '*'; Disallow: /private (line 2)]",
         "allowed     /a  [group '*'; no rule]",
     ]
