@@ -69,7 +69,14 @@ async def test_three_workers_fetch_each_robotstxt_once_and_keep_crawl_delay_toge
 @pytest_twisted.ensureDeferred
 async def test_three_workers_keep_crawl_delay_exactly_with_slow_responses_and_a_late_worker(sites, redis_server):
     """Pages answer slower (0.5 s) than the Crawl-delay (0.3 s), and the last
-    worker joins late: consecutive requests still start >= 0.95 x 0.3 s apart."""
+    worker joins late: the k-th request still reaches the site no earlier than
+    k delays after the first.
+
+    Issue 34: a bound on each gap between arrivals at the server failed on a
+    loaded machine (0.283 s against 0.285): one request arriving late shortens
+    the next gap without any turn being taken early. Counted from the first
+    request, one late arrival cannot add up; the margin is one request's
+    lateness at the server, which load cannot push past 0.1 s."""
     slow = LoopbackSite(
         pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.3\n")}
         | {f"/p{i}": Page(b"<html>slow</html>", delay=0.5) for i in range(1, 10)},
@@ -80,7 +87,9 @@ async def test_three_workers_keep_crawl_delay_exactly_with_slow_responses_and_a_
     for _, err, code in results:
         assert code == 0, err.decode()[-3000:]
     assert sorted(paced.paths()) == sorted(["/robots.txt", *(f"/p{i}" for i in range(1, 10))])
-    assert min(paced.gaps()) >= 0.285, paced.gaps()
+    starts = [t for t, path in paced.log]  # robots.txt takes the first turn
+    late = [k for k, t in enumerate(starts) if t - starts[0] < k * 0.3 - 0.1]
+    assert not late, [round(t - starts[0], 3) for t in starts]
 
 
 @pytest_twisted.ensureDeferred
