@@ -31,6 +31,8 @@ myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
 html_theme = "alabaster"
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_title = f"scrapy-robots-coccoc {release}"
 html_theme_options = {
     "description": "Obey robots.txt in Scrapy the way Coc Coc's search robots do",
