@@ -37,7 +37,7 @@ RSS growth. Ratios are medians of the rounds' figures, against ``stock``,
 
     .venv/bin/python benchmarks/broad_crawl_bench.py --corpus DIR [--origins 500,2000,0]
         [--max-crawl-delay 0.05] [--base REF] [--configs head,base,stock,off] [--rounds 3]
-        [--timeout 600] [--errbacks] [--json PATH]
+        [--timeout 600] [--errbacks] [--set NAME=JSON] [--json PATH]
 
 ``make bench-compare BASE=REF CORPUS=DIR`` runs it on the whole corpus with
 pacing capped and off. ``--origins 0`` is the whole corpus; a list runs each
@@ -84,7 +84,7 @@ def settings_of(config: str, max_crawl_delay: float, timeout: float) -> dict[str
     return {**common, "ROBOTSTXT_OBEY": config == "stock"}
 
 
-def crawl(config: str, origins: int, max_crawl_delay: float, timeout: float, errbacks: bool) -> None:
+def crawl(config: str, origins: int, max_crawl_delay: float, timeout: float, errbacks: bool, extra: str) -> None:
     """Run one crawl and print its figures as JSON (last line)."""
     from scrapy import Request, Spider
     from scrapy.crawler import CrawlerProcess
@@ -108,7 +108,7 @@ def crawl(config: str, origins: int, max_crawl_delay: float, timeout: float, err
         def failed(self, failure):  # type: ignore[no-untyped-def]
             failures[type(failure.value).__name__] += 1
 
-    process = CrawlerProcess(settings_of(config, max_crawl_delay, timeout))
+    process = CrawlerProcess({**settings_of(config, max_crawl_delay, timeout), **json.loads(extra)})
     crawler = process.create_crawler(Broad)
     baseline_kb = sites.high_water_kb()
     process.crawl(crawler)
@@ -165,7 +165,7 @@ def run_one(config: str, origins: int, args: argparse.Namespace) -> dict[str, An
     source = args.base_tree if config == "base" else args.head_tree
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(HERE)])}
     command = [sys.executable, __file__, "crawl", config, str(origins), str(args.max_crawl_delay), str(args.timeout)]
-    command.append(str(int(args.errbacks)))
+    command += [str(int(args.errbacks)), json.dumps(dict(args.set) if config == "head" else {})]
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if done.returncode:
         raise SystemExit(f"crawl {config} failed:\n{done.stderr[-3000:]}")
@@ -229,6 +229,11 @@ def ratio(rounds: list[dict[str, Any]], others: list[dict[str, Any]], figure: An
     return statistics.median(map(figure, rounds)) / below if below else float("nan")
 
 
+def setting(text: str) -> tuple[str, Any]:
+    name, _, value = text.partition("=")
+    return name, json.loads(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -240,6 +245,14 @@ def main() -> None:
     parser.add_argument("--configs", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: all, base if --base)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--errbacks", action="store_true", help="give every start request an errback")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        type=setting,
+        metavar="NAME=JSON",
+        help="a setting of the head crawl only, to measure it against base (e.g. ROBOTSTXT_PREFETCH=false)",
+    )
     parser.add_argument("--timeout", type=float, default=600, help="CLOSESPIDER_TIMEOUT of each crawl")
     corpus.add_option(parser)
     benchjson.add_option(parser, "broad_crawl_bench")
@@ -269,6 +282,7 @@ def main() -> None:
             "head": args.head,
             "configs": args.configs,
             "errbacks": args.errbacks,
+            "head_settings": dict(args.set),
             "settings": settings_of("head", args.max_crawl_delay, args.timeout),
         },
         {"sizes": measured},
@@ -277,6 +291,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["crawl"]:
-        crawl(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6] == "1")
+        crawl(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6] == "1", sys.argv[7])
     else:
         main()
