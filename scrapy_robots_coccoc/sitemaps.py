@@ -25,12 +25,12 @@ from ._crawl.compat import engine_closing, over_download_bound, sitemap_callback
 from ._crawl.loop import in_thread, pause
 from ._crawl.origins import InvalidOrigin, origin_of, robots_url
 from ._crawl.parse import parsed
-from ._crawl.sitemapledger import SitemapLedger
-from ._crawl.sitemaplist import MAX_SITEMAPS, listed_sitemaps
-from ._crawl.sitemaplocation import Location, LocationRule, Sitemap, idna
-from ._crawl.sitemapreader import GZIP_MAGIC, SITEMAP_TYPES, SitemapReader
-from ._crawl.sitemaprouting import SitemapRouting
-from ._crawl.sitemapscope import check_scope, declined
+from ._crawl.sitemap.ledger import SitemapLedger
+from ._crawl.sitemap.listed import MAX_SITEMAPS, listed_sitemaps
+from ._crawl.sitemap.location import Location, LocationRule, Sitemap, idna
+from ._crawl.sitemap.reader import GZIP_MAGIC, SITEMAP_TYPES, SitemapReader
+from ._crawl.sitemap.routing import SitemapRouting
+from ._crawl.sitemap.scope import check_scope, declined
 from .exceptions import RobotsTxtOnly
 from .middleware import RobotsTxtMiddleware, of_crawler
 from .signals import robotstxt_sitemaps_found

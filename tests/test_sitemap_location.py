@@ -154,7 +154,7 @@ async def test_the_spiders_own_sitemap_urls_are_not_held_to_the_rule(sites):
 
 
 def test_a_location_compares_origins_as_requested_and_paths_by_directory():
-    from scrapy_robots_coccoc._crawl.sitemaplocation import Location, url_origin
+    from scrapy_robots_coccoc._crawl.sitemap.location import Location, url_origin
 
     location = Location.of("https://Shop.Example/catalog/sitemap.xml")
     assert location == Location("https://shop.example:443", "/catalog/")

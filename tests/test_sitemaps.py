@@ -298,8 +298,8 @@ async def test_hostile_sitemap_urls_are_declined_not_requested(sites):
 
 
 def test_scope_compares_host_names_as_requested():
-    from scrapy_robots_coccoc._crawl.sitemaplocation import idna as _idna
-    from scrapy_robots_coccoc._crawl.sitemapscope import within
+    from scrapy_robots_coccoc._crawl.sitemap.location import idna as _idna
+    from scrapy_robots_coccoc._crawl.sitemap.scope import within
 
     # A site's robots.txt may write its own name in Unicode; Scrapy requests it in IDNA form.
     assert _idna("cửa-hàng.vn") == "xn--ca-hng-lta4562d.vn"

@@ -18,7 +18,7 @@ from . import compat, loop
 from .fetcher import LocalFault, Rules, Unrestricted, describe
 from .origins import robots_url
 from .parking import SpiderClosing
-from .sitemaplist import MAX_SITEMAPS, listed_sitemaps
+from .sitemap.listed import MAX_SITEMAPS, listed_sitemaps
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -6,7 +6,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .origins import DEFAULT_PORTS
+from ..origins import DEFAULT_PORTS
 
 
 def idna(host: str) -> str:

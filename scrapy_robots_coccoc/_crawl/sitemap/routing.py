@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
 
-from .sitemapreader import SITEMAP_TYPES
+from .reader import SITEMAP_TYPES
 
 if TYPE_CHECKING:
     import re
     from collections.abc import Callable, Iterable, Iterator
 
-    from .sitemaplocation import LocationRule
-    from .sitemapreader import SitemapReader
+    from .location import LocationRule
+    from .reader import SitemapReader
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .sitemaplocation import idna
+from .location import idna
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
