@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ._parser import Decision, RequestRate, RobotsTxt, Rule, VisitTime
+from ._parser import Decision, RequestRate, RobotsTxt, Rule, UsagePreferences, UsageSource, VisitTime
 
 if TYPE_CHECKING:
     from .addon import Addon
@@ -28,6 +28,8 @@ __all__ = [
     "RobotsTxtMiddleware",
     "RobotsTxtSpiderMiddleware",
     "Rule",
+    "UsagePreferences",
+    "UsageSource",
     "VisitTime",
 ]
 

@@ -76,6 +76,8 @@ def test_the_stores_import_no_middleware_module():
         "scrapy_robots_coccoc.Rule",
         "scrapy_robots_coccoc.RequestRate",
         "scrapy_robots_coccoc.VisitTime",
+        "scrapy_robots_coccoc.UsagePreferences",
+        "scrapy_robots_coccoc.UsageSource",
         "scrapy_robots_coccoc.__version__",
         "scrapy_robots_coccoc.addon.Addon",
         "scrapy_robots_coccoc.middleware.RobotsTxtMiddleware",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-ALLOW, DISALLOW, CRAWL_DELAY, REQUEST_RATE, VISIT_TIME = range(5)
+ALLOW, DISALLOW, CRAWL_DELAY, REQUEST_RATE, VISIT_TIME, CONTENT_USAGE, CONTENT_SIGNAL = range(7)
 MEMBER_FIELDS = {
     b"allow": ALLOW,
     b"disallow": DISALLOW,
@@ -18,6 +18,10 @@ MEMBER_FIELDS = {
     b"crawldelay": CRAWL_DELAY,
     b"request-rate": REQUEST_RATE,
     b"visit-time": VISIT_TIME,
+    # Usage preferences (draft-ietf-aipref-attach, contentsignals.org): group lines, so they end a run of User-agent
+    # lines as rules do; the attach draft adds Content-Usage to RFC 9309's rules.
+    b"content-usage": CONTENT_USAGE,
+    b"content-signal": CONTENT_SIGNAL,
 }
 
 
@@ -54,7 +58,7 @@ def _fields(kinds: range) -> bytes:
     return b"|".join(re.escape(f) for f, kind in MEMBER_FIELDS.items() if kind in kinds)
 
 
-MEMBER_LINE = re.compile(field_line(_fields(range(5))))
+MEMBER_LINE = re.compile(field_line(_fields(range(CONTENT_SIGNAL + 1))))
 COMMENT = re.compile(rb"#[^\n]*")
 # While a rule set's text is read, NUL (escaped in it by then) starts exactly the lines not read yet.
 UNREAD = b"\x00"
@@ -74,5 +78,5 @@ def _unread_rule(fields: bytes) -> re.Pattern[bytes]:
 
 ALLOW_FIELD = _unread_rule(_fields(range(ALLOW, ALLOW + 1)))
 DISALLOW_FIELD = _unread_rule(_fields(range(DISALLOW, DISALLOW + 1)))
-EXTENSION_FIELD = re.compile(_unread_field(_fields(range(CRAWL_DELAY, 5))) + rb"((?=\S)[^\n]*|)")
+EXTENSION_FIELD = re.compile(_unread_field(_fields(range(CRAWL_DELAY, CONTENT_SIGNAL + 1))) + rb"((?=\S)[^\n]*|)")
 UNREAD_LINE = re.compile(UNREAD + rb"[^\n]*")

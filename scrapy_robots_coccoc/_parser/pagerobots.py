@@ -72,9 +72,20 @@ def header_directives(values: Iterable[bytes | str], robot: str, now: float | No
 
 def meta_directives(body: bytes | None, robot: str, now: float | None = None) -> frozenset[str]:
     """Directives of the ``robots`` and *robot* ``<meta>`` tags in *body*'s first HEAD_BYTES, up to ``<body>``."""
+    return tag_directives(meta_tags(body), robot, now)
+
+
+def meta_tags(body: bytes | None) -> Iterator[tuple[str, str]]:
+    """(name, content) of the ``<meta>`` tags in *body*'s first HEAD_BYTES, up to ``<body>``, case-folded: one scan
+    of the head serves every tag read from it (robots directives, ``tdm-reservation``)."""
+    return _meta_tags(body[:HEAD_BYTES].lower() if body else b"")
+
+
+def tag_directives(tags: Iterable[tuple[str, str]], robot: str, now: float | None = None) -> frozenset[str]:
+    """Directives of the ``robots`` and *robot* tags among *tags* (from :func:`meta_tags`), at most MAX_DIRECTIVES."""
     found: set[str] = set()
     left = MAX_DIRECTIVES
-    for name, content in _meta_tags(body[:HEAD_BYTES].lower() if body else b""):
+    for name, content in tags:
         if name not in (GENERIC, robot):
             continue
         for _, piece in _pieces(content, left, header=False):

@@ -9,17 +9,25 @@ from typing import NamedTuple
 from .lexer import END_SPACE, MEMBER_LINE, fold_case, member_field
 from .ruleset import RequestRate, Rule, RuleSet, Section, VisitTime
 from .urlpattern import path_of
+from .usage import NO_PREFERENCES, UsagePreferences
 from .useragent import EXACT, agent_key, robot_name
 
 #: Bytes of a robots.txt that are read; RFC 9309 §2.5 asks crawlers to read at least 500 KiB.
 MAX_BYTES = 500 * 1024
 
 _BOM = b"\xef\xbb\xbf"
-# One pass finds User-agent values (group 1) and Sitemap values (group 2). As Google robots.cc (KeyIsUserAgent,
-# KeyIsSitemap): "useragent", "user agent" (only with its colon, else three words) and "site-map" too.
-_AGENT_OR_SITEMAP = re.compile(
-    rb"\n[ \t]*(?=[uUsS])(?:(?:%s[ \t]*:|%s[ \t]+(?=[^\s:#]+%s(?:#|\n|\Z)))[ \t]*([^\n#]*)|%s)"
-    % (fold_case(rb"user[- ]?agent"), fold_case(rb"user-?agent"), END_SPACE, member_field(rb"site-?map"))
+# One pass finds User-agent values (group 1), Sitemap values (group 2) and RSL License values (group 3), the last two
+# site-wide. As Google robots.cc (KeyIsUserAgent, KeyIsSitemap): "useragent", "user agent" (only with its colon, else
+# three words) and "site-map" too.
+_AGENT_OR_SITEWIDE = re.compile(
+    rb"\n[ \t]*(?=[uUsSlL])(?:(?:%s[ \t]*:|%s[ \t]+(?=[^\s:#]+%s(?:#|\n|\Z)))[ \t]*([^\n#]*)|%s|%s)"
+    % (
+        fold_case(rb"user[- ]?agent"),
+        fold_case(rb"user-?agent"),
+        END_SPACE,
+        member_field(rb"site-?map"),
+        member_field(rb"license"),
+    )
 )
 
 
@@ -34,16 +42,21 @@ class Decision(NamedTuple):
 class RobotsTxt:
     """A parsed robots.txt. Build it with :meth:`parse`; it never raises."""
 
-    __slots__ = ("_chosen", "_groups", "_sitemaps", "truncated")
+    __slots__ = ("_chosen", "_groups", "_licenses", "_sitemaps", "truncated")
 
     def __init__(
-        self, groups: dict[str, Section | tuple[Section, ...] | RuleSet], sitemaps: list[str], truncated: bool = False
+        self,
+        groups: dict[str, Section | tuple[Section, ...] | RuleSet],
+        sitemaps: list[str],
+        truncated: bool = False,
+        licenses: list[str] | None = None,
     ) -> None:
         # Group key -> its groups' section(s), replaced by their RuleSet when first obeyed: built only if used.
         self._groups = groups
         self._chosen: tuple[str | None, RuleSet | None] = (None, None)
         # One string rather than a list of them: a store holds many files.
         self._sitemaps = "\n".join(sitemaps)
+        self._licenses = "\n".join(licenses or ())
         #: Whether the body was longer than MAX_BYTES, so only its first 500 KiB (to the last whole line) were read.
         self.truncated = truncated
 
@@ -65,11 +78,14 @@ class RobotsTxt:
         groups: dict[str, list[Section]] = {}
         agent_lines = []
         sitemaps: dict[str, None] = {}
-        for match in _AGENT_OR_SITEMAP.finditer(text):
-            if match[2] is None:
+        licenses: dict[str, None] = {}
+        for match in _AGENT_OR_SITEWIDE.finditer(text):
+            if match[1] is not None:
                 agent_lines.append(match)
-            else:
+            elif match[2] is not None:
                 sitemaps[match[2].strip().decode("utf-8", "replace")] = None
+            else:
+                licenses[match[3].strip().decode("utf-8", "replace")] = None
         run: dict[str, None] = {}
         starts_run = True
         newlines, counted_to = 0, 0
@@ -91,10 +107,12 @@ class RobotsTxt:
                 for key in run:
                     groups.setdefault(key, []).append(section)
         sitemaps.pop("", None)
+        licenses.pop("", None)
         return cls(
             {key: sections[0] if len(sections) == 1 else tuple(sections) for key, sections in groups.items()},
             list(sitemaps),
             truncated,
+            list(licenses),
         )
 
     @property
@@ -102,10 +120,18 @@ class RobotsTxt:
         """Sitemap URLs in file order, duplicates removed."""
         return self._sitemaps.split("\n") if self._sitemaps else []
 
+    @property
+    def licenses(self) -> list[str]:
+        """RSL ``License`` URLs (rslstandard.org: the licence terms of the site's content), in file order, duplicates
+        removed; site-wide, like Sitemap lines."""
+        return self._licenses.split("\n") if self._licenses else []
+
     def footprint(self) -> int:
         """An estimate of the bytes this parsed file holds, built rule sets included, for stores bounded in bytes."""
         groups = self._groups
-        size = sys.getsizeof(self) + sys.getsizeof(groups) + sys.getsizeof(self._sitemaps)
+        size = (
+            sys.getsizeof(self) + sys.getsizeof(groups) + sys.getsizeof(self._sitemaps) + sys.getsizeof(self._licenses)
+        )
         size += sum(map(sys.getsizeof, groups))
         seen: set[int] = set()
         for group in groups.values():
@@ -139,6 +165,19 @@ class RobotsTxt:
         path = path_of(url)
         rule = None if path == "/robots.txt" else group.decide(path)
         return Decision(rule is None or rule.allow, group.agent, rule)
+
+    def usage(self, url: str, user_agent: str) -> UsagePreferences:
+        """Return the usage preferences the robot's group states for *url*: its longest matching ``Content-Usage``
+        rules (draft-ietf-aipref-attach) combined with its ``Content-Signal`` lines; none for a URL it forbids, as
+        preferences attach only to what may be crawled."""
+        group = self.group_for(user_agent)
+        if group is None or not group.states_usage:
+            return NO_PREFERENCES
+        path = path_of(url)
+        found = group.match(path)
+        if found is not None and not found[0] and path != "/robots.txt":
+            return NO_PREFERENCES
+        return group.usage(path)
 
     def group_for(self, user_agent: str) -> RuleSet | None:
         """Return the rules the robot obeys: the group whose agent value longest matches its name, else ``*``."""

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from .lexer import (
     ALLOW_FIELD,
     COMMENT,
+    CONTENT_USAGE,
     CRAWL_DELAY,
     DISALLOW_FIELD,
     EXTENSION_FIELD,
@@ -26,6 +27,7 @@ from .lexer import (
     VALUE_END_SPACE,
 )
 from .urlpattern import normalize_lines, wildcard_matches
+from .usage import NO_PREFERENCES, UsageLines, UsagePreferences, UsageRules
 
 
 class Rule(NamedTuple):
@@ -87,9 +89,10 @@ _ONE_TO_DIGIT = bytes.maketrans(bytes(range(256)), b"0" + b"1" + b"0" * 254)
 _MINUS_ONE = bytes([0, *range(255)])
 
 
-def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
-    """*text*'s lines as normal-form rule lines (mark and pattern, else empty) and its extensions' (field, value), by
-    C-speed passes: plain replacements take the common ``Disallow: /…`` lines, regexes only the lines left."""
+def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]], bytes]:
+    """*text*'s lines as normal-form rule lines (mark and pattern, else empty), its extensions' (field, value), and
+    the text with the lines not read yet marked (for the usage lines' numbers), by C-speed passes: plain
+    replacements take the common ``Disallow: /…`` lines, regexes only the lines left."""
     if b"#" in text:
         text = COMMENT.sub(b"", text)
     if UNREAD in text:
@@ -107,11 +110,12 @@ def _rule_lines(text: bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
     text = DISALLOW_FIELD.sub(_DISALLOW_LEAD, text)
     text = ALLOW_FIELD.sub(_ALLOW_LEAD, text)
     extensions = EXTENSION_FIELD.findall(text)
+    marked = text
     # An empty Disallow allows everything and an empty Allow is ignored: neither is kept.
     text = UNREAD_LINE.sub(b"", text)
     if b"\x0b" in text or b"\x0c" in text:
         text = b"\n".join(map(bytes.rstrip, text.split(b"\n"), repeat(VALUE_END_SPACE)))
-    return normalize_lines(text), extensions
+    return normalize_lines(text), extensions, marked
 
 
 #: Bytes all split wildcard patterns may hold: above the 11 MiB one 500 KiB body can need; the newest set stays.
@@ -211,6 +215,7 @@ class RuleSet:
         "_lengths",
         "_rules",
         "_starts",
+        "_usage",
         "_wildcards",
         "agent",
         "crawl_delay",
@@ -224,9 +229,14 @@ class RuleSet:
         self.request_rate: RequestRate | None = None
         self.visit_time: VisitTime | None = None
         # A section starts with its line number and the rest of its User-agent line: a line holding no rule.
-        self._rules, extensions = _rule_lines(b"\n%b\n" % b"\n".join(sections))
+        self._rules, extensions, marked = _rule_lines(b"\n%b\n" % b"\n".join(sections))
+        states_usage = False
         for field, value in extensions:
-            self._read_extension(MEMBER_FIELDS[field.lower()], value.decode("ascii", "replace"))
+            kind = MEMBER_FIELDS[field.lower()]
+            if kind >= CONTENT_USAGE:
+                states_usage = True
+            else:
+                self._read_extension(kind, value.decode("ascii", "replace"))
         if len(sections) == 1:
             self._starts: tuple[int, ...] = (0, int(_LINE_NUMBER.match(sections[0])[0]))  # type: ignore[index]
         else:
@@ -236,6 +246,8 @@ class RuleSet:
                 starts += (index, int(_LINE_NUMBER.match(section)[0]))  # type: ignore[index]
                 index += section.count(b"\n") + 1
             self._starts = tuple(starts)
+        # Kept unread (most crawls never ask) until usage() first asks; None for the many groups that state none.
+        self._usage: UsageLines | UsageRules | None = self._usage_lines(marked) if states_usage else None
         self._index()
 
     def _index(self) -> None:
@@ -266,6 +278,44 @@ class RuleSet:
         # Most prefixes of a path are no pattern, and a bit test costs less than searching the text.
         self._bloom = _bloom(keys) if len(keys) <= _BLOOM_KEYS else _ALL_BITS
         self._hashes = array("q", sorted(keys)) if len(rules) > _INDEXED_CHARS else None
+
+    def _usage_lines(self, text: bytes) -> UsageLines:
+        """The Content-Usage and Content-Signal lines of *text* (as _rule_lines marks it) with their line numbers."""
+        kinds = bytearray()
+        numbers = array("l")
+        values = []
+        starts = self._starts
+        newlines = counted = position = 0
+        for found in EXTENSION_FIELD.finditer(text):
+            kind = MEMBER_FIELDS[found[1].lower()]
+            if kind < CONTENT_USAGE:
+                continue
+            newlines += text.count(b"\n", counted, found.start())
+            counted = found.start()
+            # The newline ending the line before is counted: the line's index is one less. Mapped through its
+            # section as _line_of maps a rule, walking on from the last line's section (the lines come in order).
+            index = newlines - 1
+            while position + 2 < len(starts) and starts[position + 2] <= index:
+                position += 2
+            kinds.append(kind)
+            numbers.append(starts[position + 1] + index - starts[position])
+            values.append(found[2].rstrip(VALUE_END_SPACE))
+        return UsageLines(bytes(kinds), numbers, b"\n".join(values))
+
+    @property
+    def states_usage(self) -> bool:
+        """Whether the group has Content-Usage or Content-Signal lines."""
+        return self._usage is not None
+
+    def usage(self, path: str) -> UsagePreferences:
+        """The preferences of the group's usage lines for *path* (in the normal form), whether it may be crawled or
+        not: the caller decides that. The lines are read on the first call."""
+        rules = self._usage
+        if rules is None:
+            return NO_PREFERENCES
+        if not isinstance(rules, UsageRules):
+            rules = self._usage = UsageRules(rules)
+        return rules.for_path(path)
 
     def rule_count(self) -> int:
         return sum(1 for line in self._rules.split("\n") if line)
@@ -356,6 +406,9 @@ class RuleSet:
         """Roughly the bytes this rule set holds, for stores bounded in bytes."""
         held = (self, self._rules, self._bloom, self._starts, self._lengths, self._wildcards)
         size = sum(map(sys.getsizeof, held))
+        usage = self._usage
+        if usage is not None:
+            size += usage.footprint()
         return size + (0 if self._hashes is None else sys.getsizeof(self._hashes))
 
 
