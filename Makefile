@@ -15,7 +15,7 @@ SCRAPY_MINORS = $(shell $(PYTHON) -m pip index versions scrapy 2>/dev/null \
 	| xargs -r seq $(subst 2.,,$(OLDEST_SCRAPY)) | sed 's/^/2./')
 SCRAPY ?=
 
-.PHONY: demo test lint typecheck docs dist dist-test matrix bench redis-server
+.PHONY: demo test lint typecheck docs dist dist-test matrix bench bench-compare redis-server
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -92,3 +92,13 @@ bench: $(STAMP) redis-server
 	$(BIN)/python benchmarks/origin_memory.py $(if $(CORPUS),--corpus $(CORPUS))
 	$(BIN)/python benchmarks/crawl_bench.py $(if $(CORPUS),--corpus $(CORPUS))
 	$(BIN)/python benchmarks/redis_bench.py $(if $(CORPUS),--corpus $(CORPUS))
+
+# Any change on the request path: a broad crawl (every URL of ORIGINS corpus
+# origins as start requests, 0 for all) of this checkout against the commit
+# BASE and stock Scrapy, interleaved, with Crawl-delay capped at 0.05 s and off.
+BASE ?= HEAD~1
+ORIGINS ?= 0
+bench-compare: $(STAMP)
+	$(BIN)/python benchmarks/broad_crawl_bench.py --base $(BASE) --origins $(ORIGINS) $(if $(CORPUS),--corpus $(CORPUS))
+	$(BIN)/python benchmarks/broad_crawl_bench.py --base $(BASE) --origins $(ORIGINS) --max-crawl-delay 0 \
+		$(if $(CORPUS),--corpus $(CORPUS))

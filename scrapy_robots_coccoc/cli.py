@@ -16,7 +16,7 @@ from typing import IO, TextIO
 from urllib.parse import urljoin, urlsplit
 
 from . import __version__
-from ._parser import MAX_BYTES, Decision, RobotsTxt
+from ._parser import MAX_BYTES, Decision, RobotsTxt, UsagePreferences
 from ._parser.body import MAX_DOWNLOAD_BYTES, complete_lines, decoded, encodings_of
 from ._parser.delay import MIN_DELAY, asked_delay, kept_delay
 from ._parser.lexer import MEMBER_FIELDS, field_line
@@ -233,9 +233,11 @@ def report(
     out: TextIO,
     robots_url: str | None = None,
     max_delay: float = MAX_CRAWL_DELAY,
+    purposes: Sequence[str] = (),
 ) -> None:
-    """Print each URL's decision, then the delay the middleware keeps and the sitemaps; a URL of
-    another origin than *robots_url*'s is noted, and relative sitemaps are resolved against it."""
+    """Print each URL's decision, its usage preferences and their verdict for *purposes*, then the delay the
+    middleware keeps and the sitemaps; a URL of another origin than *robots_url*'s is noted, and relative sitemaps
+    are resolved against it."""
     home = origin_of(robots_url) if robots_url else None
     for url, decision in decisions:
         group = f"group {decision.agent!r}" if decision.agent else "no group"
@@ -245,6 +247,8 @@ def report(
         if home and other and other != home:
             line += f"  note: another origin than {home}, whose robots.txt this is (one per scheme, host and port)"
         print(printable(line), file=out)
+        for usage_line in usage_lines(robots.usage(url, agent), purposes):
+            print(printable(f"{'':10}  {usage_line}"), file=out)
     print(f"Crawl-delay: {paced_delay(robots, agent, max_delay)}", file=out)
     sitemaps = resolved_sitemaps(robots.sitemaps, robots_url)
     print(f"Sitemaps: {len(sitemaps)}", file=out)
@@ -254,6 +258,19 @@ def report(
         elif sitemap != written:
             sitemap += f"  (written {written})"
         print(f"  {printable(sitemap)}", file=out)
+
+
+def usage_lines(preferences: UsagePreferences, purposes: Sequence[str]) -> list[str]:
+    """A URL's usage preferences and where they were stated, then the verdict for each of *purposes*."""
+    lines = []
+    if preferences:
+        sources = dict.fromkeys(str(preferences.source(label)) for label in preferences)
+        lines.append(f"usage: {preferences}  [{'; '.join(sources)}]")
+    for purpose in purposes:
+        allowed = preferences.allows(purpose)
+        verdict = "no preference stated" if allowed is None else "allowed" if allowed else "disallowed"
+        lines.append(f"purpose {purpose}: {verdict}")
+    return lines
 
 
 def paced_delay(robots: RobotsTxt, agent: str, max_delay: float) -> str:
@@ -299,8 +316,8 @@ PAGE_URL is an http(s) URL whose file name is not robots.txt: its site's
 (https://site.vn/) is its home page, decided too.
 
 exit codes:
-  0  every URL allowed (or none given)
-  1  some URL disallowed
+  0  every URL allowed (or none given), and no --purpose disallowed
+  1  some URL disallowed, or a --purpose disallowed for one
   2  bad arguments
   3  no robots.txt to go by: unreadable (missing file, no answer, not HTTP),
      or not a robots.txt (an HTML page, or no robots.txt field in it)
@@ -336,6 +353,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"the cap on the delay, as ROBOTSTXT_MAX_CRAWL_DELAY (default {MAX_CRAWL_DELAY:g})",
     )
+    parser.add_argument(
+        "--purpose",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="a use of the content (train-ai, search, ...), as ROBOTSTXT_USAGE_PURPOSES: its verdict for each URL; "
+        "exit 1 when a URL's usage preferences disallow it (repeatable)",
+    )
     return parser
 
 
@@ -369,16 +394,19 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_UNREADABLE
     robots = RobotsTxt.parse(body)
     decisions = [(url, robots.explain(url, args.agent)) for url in urls]
+    purposes = list(dict.fromkeys(purpose.strip().lower() for purpose in args.purpose))
     robots_url = robots_source if robots_source.lower().startswith(HTTP_SCHEMES) else None
     try:
         print(describe(source, body, args.agent), file=out)
-        report(robots, args.agent, decisions, out, robots_url, args.max_crawl_delay)
+        report(robots, args.agent, decisions, out, robots_url, args.max_crawl_delay, purposes)
         out.flush()  # here, not at exit, where a closed pipe would make the exit code 120
     except BrokenPipeError:
         # The reader left (``| head -1``): the decisions still give the exit code; the flush at exit must not fail.
         if out is sys.stdout:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return EXIT_ALLOWED if all(decision.allowed for _, decision in decisions) else EXIT_DISALLOWED
+    refused = any(robots.usage(url, args.agent).allows(purpose) is False for url in urls for purpose in purposes)
+    allowed = all(decision.allowed for _, decision in decisions) and not refused
+    return EXIT_ALLOWED if allowed else EXIT_DISALLOWED
 
 
 def run() -> None:

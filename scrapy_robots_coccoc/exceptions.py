@@ -25,3 +25,8 @@ class RobotsTxtOnly(IgnoreRequest):
 
 class CrawlDelayOverCap(RobotsTxtForbidden):
     """The Crawl-delay is over ``ROBOTSTXT_MAX_CRAWL_DELAY`` and ``ROBOTSTXT_CRAWL_DELAY_OVER_CAP = "skip"``."""
+
+
+class UsageDisallowed(IgnoreRequest):
+    """The origin's robots.txt usage preferences (``Content-Usage``, ``Content-Signal``) disallow a use the crawl
+    names in ``ROBOTSTXT_USAGE_PURPOSES`` for the URL: it is not fetched."""

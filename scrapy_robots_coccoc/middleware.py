@@ -25,14 +25,24 @@ from ._crawl.parking import Parking, SpiderClosing
 from ._crawl.prefetch import Prefetch
 from ._crawl.report import CrawlReport
 from ._crawl.storecalls import GuardedStore
+from ._crawl.usage import UsageCheck
+from ._parser.useragent import robot_name
 from .body import RobotsTxtBodyMiddleware
-from .exceptions import CrawlDelayOverCap, OriginUnavailable, RobotsTxtFault, RobotsTxtForbidden, RobotsTxtOnly
+from .exceptions import (
+    CrawlDelayOverCap,
+    OriginUnavailable,
+    RobotsTxtFault,
+    RobotsTxtForbidden,
+    RobotsTxtOnly,
+    UsageDisallowed,
+)
 from .stores import MemoryStore, StoreSetupError
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.settings import BaseSettings
     from typing_extensions import Self
 
     from ._parser import RobotsTxt
@@ -65,6 +75,8 @@ class RobotsTxtMiddleware:
         self._user_agent = _settings.user_agent(settings)
         self._default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
         self._crawl_agent = _settings.robot_agent(settings)
+        self._usage = UsageCheck(crawler)
+        self._warn_if_unnamed(settings)
         max_retries = _settings.count(settings, "ROBOTSTXT_MAX_RETRIES", 1)
         max_origins = _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1)
         self._unusable: RobotsTxtFault | None = None
@@ -199,14 +211,18 @@ class RobotsTxtMiddleware:
             if self._unusable is not None:
                 raise self._unusable
             origin = self._origin_of(request)
+            if self._prefetch is not None:
+                self._prefetch.reached(origin)
             state = self._origins.known(origin, request)
             if state is None:
                 state = await self._parking.wait(request, self._origins.waiter(origin, request))
-            self._decide(request, origin, state)
+            robots = self._decide(request, origin, state)
             if request.meta.get("robotstxt_only"):
                 # The request only wanted the origin's robots.txt known (the
                 # sitemap mixin seeds a crawl this way): nothing to download.
                 raise RobotsTxtOnly(f"robots.txt of {origin} known; robotstxt_only request not downloaded")
+            if robots is not None:
+                self._usage.note(request, robots, self._user_agent_of(request))
             await self._wait_to_start(request, origin, state)
         except SpiderClosing:
             if request not in self._sent_back:
@@ -228,7 +244,7 @@ class RobotsTxtMiddleware:
             self._stats.inc_value("robotstxt/fault/dropped")
             self._report.dropped(request, fault)
             raise
-        except (RobotsTxtForbidden, OriginUnavailable) as decided:
+        except (RobotsTxtForbidden, UsageDisallowed, OriginUnavailable) as decided:
             self._report.dropped(request, decided)
             raise
         return None
@@ -273,11 +289,16 @@ class RobotsTxtMiddleware:
             self._stats.inc_value("robotstxt/forbidden/before_queue")
             self._report.dropped(request, forbidden)
             return True
+        except UsageDisallowed as disallowed:
+            self._report.dropped(request, disallowed)
+            return True
         return False
 
     def process_response(self, request: Request, response: Response, spider: object = None) -> Response:
         if self._delays is not None:
             self._delays.left(request)
+        if not request.meta.get("robotstxt_fetch"):
+            self._usage.annotate(request, response, robot_name(self._user_agent_of(request)))
         return response
 
     def process_exception(self, request: Request, exception: Exception, spider: object = None) -> None:
@@ -309,13 +330,14 @@ class RobotsTxtMiddleware:
             self._stats.inc_value("robotstxt/invalid_url")
             raise RobotsTxtFault(str(exc)) from None
 
-    def _decide(self, request: Request, origin: str, state: OriginState) -> None:
+    def _decide(self, request: Request, origin: str, state: OriginState) -> RobotsTxt | None:
+        """Raise the exception *request* is dropped with, if any; return the rules that let it go (None: none)."""
         if state.unavailable:
             self._stats.inc_value("robotstxt/unavailable/dropped")
             raise OriginUnavailable(f"robots.txt of {origin} did not answer: site unavailable for now")
         robots = state.robots
         if robots is None:
-            return
+            return None
         user_agent = self._user_agent_of(request)
         self._report.rules_known(origin, request, robots, user_agent)
         asked = None if self._delays is None else self._delays.skipped(robots, self._crawl_agent)
@@ -329,6 +351,23 @@ class RobotsTxtMiddleware:
             decision = robots.explain(request.url, user_agent)
             self._stats.inc_value("robotstxt/forbidden")
             raise RobotsTxtForbidden(f"Forbidden by robots.txt (group {decision.agent!r}, {decision.rule})")
+        self._usage.decide(request, robots, user_agent)
+        return robots
+
+    def _warn_if_unnamed(self, settings: BaseSettings) -> None:
+        """Warn once when the User-Agent the crawl sends does not name the robot it obeys as: a crawler is known by
+        its user agent (draft-illyes-webbotauth-cbcp), and sites address their rules to that name."""
+        name = robot_name(self._crawl_agent)
+        sent = str(settings.get("USER_AGENT") or "")
+        if self._user_agent is not None and name and name not in sent.casefold():
+            logger.warning(
+                "The crawl obeys robots.txt as %r (ROBOTSTXT_USER_AGENT) but its User-Agent header, %r, does not "
+                "name it: sites cannot tell which rules it follows. Set USER_AGENT to a value naming %r.",
+                name,
+                sent,
+                name,
+                extra={"crawler": self.crawler},
+            )
 
     def _user_agent_of(self, request: Request) -> str:
         agent = request.meta.get("robotstxt_user_agent") or self._user_agent

@@ -6,6 +6,6 @@
 robotstxt_sitemaps_found = object()
 
 #: Sent for each request robots.txt ends without a download, with ``request``, ``kind`` (``"forbidden"``,
-#: ``"unavailable"`` or ``"fault"``) and ``reason`` (the :mod:`~scrapy_robots_coccoc.exceptions` instance it fails
-#: with; a forbidden one names the group and the rule).
+#: ``"usage"``, ``"unavailable"`` or ``"fault"``) and ``reason`` (the :mod:`~scrapy_robots_coccoc.exceptions`
+#: instance it fails with; a forbidden one names the group and the rule, a usage one the preference).
 robotstxt_request_dropped = object()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
@@ -12,7 +13,10 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.python import to_unicode
 
 from ._crawl import settings as _settings
+from ._crawl.usage import disallowed
+from ._crawl.usage import purposes as usage_purposes
 from ._parser.pagerobots import page_directives
+from ._parser.usage import NO_PREFERENCES, UsagePreferences
 from ._parser.useragent import robot_name
 from .middleware import of_crawler
 
@@ -44,6 +48,7 @@ class RobotsTxtSpiderMiddleware:
         self._page_robots = settings.getbool("ROBOTSTXT_PAGE_ROBOTS", False)
         self._user_agent = _settings.user_agent(settings)
         self._default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
+        self._purposes = usage_purposes(settings)
         # Read once per response: process_spider_input may not run, and meta may hold the linking page's copy.
         self._directives: WeakKeyDictionary[Response, frozenset[str]] = WeakKeyDictionary()
 
@@ -56,17 +61,17 @@ class RobotsTxtSpiderMiddleware:
             self._directives_of(response)
 
     def process_spider_output(self, response: Response, result: Iterable[Any], spider: object = None) -> Iterable[Any]:
-        nofollow = self._nofollow_page(response)
+        page = self._page(response)
         for item in result:
-            if not self._dropped(item, nofollow):
+            if not self._dropped(item, page):
                 yield item
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: object = None
     ) -> AsyncIterator[Any]:
-        nofollow = self._nofollow_page(response)
+        page = self._page(response)
         async for item in result:
-            if not self._dropped(item, nofollow):
+            if not self._dropped(item, page):
                 yield item
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -74,16 +79,37 @@ class RobotsTxtSpiderMiddleware:
             if isinstance(item, Request):
                 # As Scrapy's StartSpiderMiddleware (25) will, which sees start requests after us.
                 item.meta.setdefault("is_start_request", True)
-            if not self._dropped(item, None):
+            if not self._dropped(item, _Page()):
                 yield item
 
     def process_start_requests(self, start: Iterable[Any], spider: object = None) -> Iterable[Any]:
         # Defined beside process_start, so that middlewares with only this one may still be combined with ours.
         yield from self.process_spider_output(None, start)  # type: ignore[arg-type]
 
-    def _dropped(self, item: Any, nofollow: str | None) -> bool:
+    def _page(self, response: Response | None) -> _Page:
+        """What the page whose callback yields the output says of it: nofollow, a usage purpose disallowed."""
+        if response is None:
+            return _Page()
+        # A response built by hand (no request) has no meta, so no preferences.
+        preferences: UsagePreferences = (response.request and response.meta.get("usage_preferences")) or NO_PREFERENCES
+        label = disallowed(preferences, self._purposes)
+        usage = None if label is None else f"{label} disallowed by {preferences.source(label)}"
+        return _Page(response.url, self._nofollow_page(response), usage)
+
+    def _dropped(self, item: Any, page: _Page) -> bool:
         if not isinstance(item, Request):
-            return False
+            if page.usage is None:
+                return False
+            self._stats.inc_value("robotstxt/usage/items_dropped")
+            if not page.logged:
+                page.logged = True
+                logger.debug(
+                    "Items of %(page)s dropped: %(usage)s",
+                    {"page": page.url, "usage": page.usage},
+                    extra={"spider": self._crawler.spider},
+                )
+            return True
+        nofollow = page.nofollow
         if nofollow is not None and not item.meta.get("dont_obey_robotstxt"):
             self._stats.inc_value("robotstxt/page/nofollow_dropped")
             logger.debug(
@@ -118,3 +144,14 @@ class RobotsTxtSpiderMiddleware:
         if not agent:
             agent = (request.headers.get(b"User-Agent") if request is not None else None) or self._default_user_agent
         return robot_name(to_unicode(agent, errors="replace"))
+
+
+@dataclass
+class _Page:
+    """The page whose callback's output is filtered: its URL, that URL again if the page is ``nofollow``, and why
+    its usage preferences disallow a purpose of the crawl, if they do (its items are dropped, its links followed)."""
+
+    url: str | None = None
+    nofollow: str | None = None
+    usage: str | None = None
+    logged: bool = False

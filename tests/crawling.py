@@ -34,6 +34,8 @@ SETTINGS: dict[str, Any] = {
         "scrapy_robots_coccoc.RobotsTxtBodyMiddleware": 595,
     },
     "ROBOTSTXT_USER_AGENT": "coccocbot-web",
+    # Named in the header it sends, as a crawler should be (else one WARNING at start says so).
+    "USER_AGENT": "Mozilla/5.0 (compatible; coccocbot-web/1.0; +https://help.coccoc.com/searchengine)",
     "TELNETCONSOLE_ENABLED": False,
     "LOG_LEVEL": "INFO",
     "DOWNLOAD_TIMEOUT": 5,

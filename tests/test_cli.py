@@ -485,3 +485,20 @@ async def test_exit_codes_allowed_disallowed_bad_arguments_no_robots_txt(sites):
     assert (await checker(site.url("/"), "/a", "/private/b"))[2] == 1
     assert (await checker(site.url("/a"), "ftp://127.0.0.2/x"))[2] == 2
     assert (await checker("http://127.0.0.1:9/page.html"))[2] == 3  # nobody answers
+
+
+def test_usage_preferences_are_shown_and_a_disallowed_purpose_exits_1(tmp_path, capsys):
+    path = tmp_path / "robots.txt"
+    path.write_text(
+        "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /open/ train-ai=y\nContent-Signal: search=yes\n"
+    )
+    assert main([str(path), "/open/a"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: train-ai=y, search=y  [Content-Usage: /open/ train-ai=y (robots.txt line 3); " in out
+    assert "purpose" not in out
+    assert main([str(path), "/open/a", "--purpose", "train-ai", "--purpose", "search"]) == 0
+    assert main([str(path), "/open/a", "/closed", "--purpose", "train-ai"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("purpose train-ai: allowed") == 2 and out.count("purpose train-ai: disallowed") == 1
+    assert main([str(path), "/closed", "--purpose", "ai-input"]) == 0, "unknown is not disallowed"
+    assert "purpose ai-input: no preference stated" in capsys.readouterr().out

@@ -20,6 +20,7 @@ from .sites import RULES, LoopbackSite, robots
 
 ADDON = {"ADDONS": {"scrapy_robots_coccoc.Addon": 0}, "DOWNLOADER_MIDDLEWARES": {}}
 OVER_CAP = {**ADDON, "ROBOTSTXT_MAX_CRAWL_DELAY": 1, "ROBOTSTXT_CRAWL_DELAY_OVER_CAP": "skip"}
+TRAIN_AI = {**ADDON, "ROBOTSTXT_USAGE_PURPOSES": ["train-ai"]}
 
 
 def linking(rules: str = RULES) -> LoopbackSite:
@@ -98,8 +99,12 @@ async def test_links_without_errbacks_are_still_dropped_before_the_queue(sites):
 
 @pytest.mark.parametrize(
     ("settings", "rules", "expected"),
-    [(ADDON, RULES, "RobotsTxtForbidden"), (OVER_CAP, "User-agent: *\nCrawl-delay: 5\n", "CrawlDelayOverCap")],
-    ids=["forbidden", "crawl-delay-over-cap"],
+    [
+        (ADDON, RULES, "RobotsTxtForbidden"),
+        (OVER_CAP, "User-agent: *\nCrawl-delay: 5\n", "CrawlDelayOverCap"),
+        (TRAIN_AI, "User-agent: *\nContent-Usage: /private train-ai=n\n", "UsageDisallowed"),
+    ],
+    ids=["forbidden", "crawl-delay-over-cap", "usage-disallowed"],
 )
 @pytest_twisted.ensureDeferred
 async def test_start_requests_and_errback_requests_reach_their_errbacks(sites, settings, rules, expected):

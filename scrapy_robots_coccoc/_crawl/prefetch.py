@@ -16,10 +16,11 @@ if TYPE_CHECKING:
 
 
 class Prefetch:
-    """Learns unknown origins ahead of their requests, a share of *concurrency* (``CONCURRENT_REQUESTS``) at a
-    time; the other origins wait their turn in yield order, *max_pending* at most (past it an origin is fetched
-    when its request reaches the downloader, as without prefetch). Each fetch is the coordinator's, so one per
-    origin, with its bounds."""
+    """Learns unknown origins ahead of their requests, in yield order: a share of *concurrency*
+    (``CONCURRENT_REQUESTS``) at a time, and at most *concurrency* origins ahead of the downloader (prefetched, no
+    request of theirs reached it yet). The other origins wait their turn, *max_pending* at most; past it an origin
+    is fetched when its request reaches the downloader, as without prefetch. Each fetch is the coordinator's, so one
+    per origin, with its bounds."""
 
     #: A prefetch holds a downloader place: with all of them, a broad crawl's thousands of queued origins would
     #: be fetched before any page. A quarter keeps ahead of the pages, which need one robots.txt per origin.
@@ -29,8 +30,13 @@ class Prefetch:
         self._crawler = crawler
         self._origins = origins
         self._limit = max(1, concurrency // self.SHARE)
+        # Origins learnt far ahead of their requests only hold memory sooner (and slow the collector): the fetch
+        # needs to be ahead by its own time, which a downloader's worth of origins covers. One whose requests never
+        # reach the downloader (another middleware drops them) keeps its place: at worst prefetch stops.
+        self._window = max(1, concurrency)
         self._max_pending = max(1, max_pending)
         self._running: set[str] = set()
+        self._ahead: set[str] = set()  # origins prefetched (or being) whose requests have not reached the downloader
         self._pending: OrderedDict[str, Request] = OrderedDict()  # origin -> the first request yielded for it
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
@@ -39,26 +45,41 @@ class Prefetch:
         return bool(self._running)
 
     def request_yielded(self, origin: str, request: Request) -> None:
-        """*request* passed the spider middlewares: fetch its origin's robots.txt now if nothing here knows it."""
-        if origin in self._running or origin in self._pending or not self._origins.unknown(origin):
+        """*request* passed the spider middlewares: fetch its origin's robots.txt soon if nothing here knows it."""
+        if origin in self._ahead or origin in self._pending or not self._origins.unknown(origin):
             return
-        if len(self._running) < self._limit:
+        if self._has_room():
             self._start(origin, request)
         elif len(self._pending) < self._max_pending:
             self._pending[origin] = request
+
+    def reached(self, origin: str) -> None:
+        """A request of *origin* reached the downloader: the origin is no longer ahead of it."""
+        if origin in self._ahead:
+            self._ahead.discard(origin)
+            self._start_pending()
+        else:
+            self._pending.pop(origin, None)  # fetched by the downloader's request now, if need be
+
+    def _has_room(self) -> bool:
+        return len(self._running) < self._limit and len(self._ahead) < self._window
 
     def _closed(self) -> None:
         self._pending.clear()
 
     def _start(self, origin: str, request: Request) -> None:
         self._running.add(origin)
+        self._ahead.add(origin)
         self._crawler.stats.inc_value("robotstxt/prefetched")
         self._origins.waiter(origin, request).addBoth(self._done, origin)
 
     def _done(self, result: object, origin: str) -> None:
         """A fetch ended: start the next pending one. Its outcome, a failure too, is its requests' to meet."""
         self._running.discard(origin)
-        while self._pending and len(self._running) < self._limit:
+        self._start_pending()
+
+    def _start_pending(self) -> None:
+        while self._pending and self._has_room():
             origin, request = self._pending.popitem(last=False)
             if self._origins.unknown(origin):
                 self._start(origin, request)

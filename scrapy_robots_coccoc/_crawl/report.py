@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 
-from ..exceptions import OriginUnavailable, RobotsTxtForbidden
+from ..exceptions import OriginUnavailable, RobotsTxtForbidden, UsageDisallowed
 from ..signals import robotstxt_request_dropped
 from . import compat
 
@@ -31,9 +31,21 @@ def drop_kind(reason: IgnoreRequest) -> str:
     """The kind of a drop, as the signal and the log name it."""
     if isinstance(reason, RobotsTxtForbidden):
         return "forbidden"
+    if isinstance(reason, UsageDisallowed):
+        return "usage"
     if isinstance(reason, OriginUnavailable):
         return "unavailable"
     return "fault"
+
+
+def _usage_of(robots: RobotsTxt, origin: str, agent: str) -> str:
+    """The usage preferences of the robot's group, for the origin's line: those of ``/``, or that some paths have
+    their own; nothing when the group states none."""
+    group = robots.group_for(agent)
+    if group is None or not group.states_usage:
+        return ""
+    home = robots.usage(f"{origin}/", agent)
+    return f"; usage preferences for /: {home}" if home else "; usage preferences for some paths, none for /"
 
 
 class CrawlReport:
@@ -72,12 +84,13 @@ class CrawlReport:
                 delay += f", requests {slot:g} s apart: DOWNLOAD_DELAY at its longest draw is larger"
         listed = len(robots.sitemaps)
         logger.info(
-            "robots.txt of %s: %s; Crawl-delay %s; %d sitemap%s listed",
+            "robots.txt of %s: %s; Crawl-delay %s; %d sitemap%s listed%s",
             origin,
             obeyed,
             delay,
             listed,
             "" if listed == 1 else "s",
+            _usage_of(robots, origin, agent),
             extra={"spider": self._crawler.spider},
         )
 
@@ -97,7 +110,7 @@ class CrawlReport:
     def dropped(self, request: Request, reason: IgnoreRequest) -> None:
         """A request dropped by robots.txt: a DEBUG line and :data:`robotstxt_request_dropped`."""
         kind = drop_kind(reason)
-        text = str(reason) if kind == "forbidden" else f"Dropped ({reason})"
+        text = str(reason) if kind in ("forbidden", "usage") else f"Dropped ({reason})"
         logger.debug(
             "%(reason)s: %(request)s", {"reason": text, "request": request}, extra={"spider": self._crawler.spider}
         )
