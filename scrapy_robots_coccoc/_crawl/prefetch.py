@@ -16,24 +16,23 @@ if TYPE_CHECKING:
 
 
 class Prefetch:
-    """Learns unknown origins ahead of their requests, in yield order: a share of *concurrency*
-    (``CONCURRENT_REQUESTS``) at a time, and at most *concurrency* origins ahead of the downloader (prefetched, no
-    request of theirs reached it yet). The other origins wait their turn, *max_pending* at most; past it an origin
-    is fetched when its request reaches the downloader, as without prefetch. Each fetch is the coordinator's, so one
-    per origin, with its bounds."""
+    """Learns unknown origins ahead of their requests, in yield order: *concurrency* (``CONCURRENT_REQUESTS``)
+    fetches at a time, and at most WINDOW times as many origins ahead of the downloader (prefetched, no request of
+    theirs reached it yet). The other origins wait their turn, *max_pending* at most; past it an origin is fetched
+    when its request reaches the downloader, as without prefetch. Each fetch is the coordinator's, so one per
+    origin, with its bounds."""
 
-    #: A prefetch holds a downloader place: with all of them, a broad crawl's thousands of queued origins would
-    #: be fetched before any page. A quarter keeps ahead of the pages, which need one robots.txt per origin.
-    SHARE = 4
+    #: Origins ahead of the downloader at most, in CONCURRENT_REQUESTS: enough that its requests find their rules
+    #: known, few enough that a broad crawl's thousands of queued origins are not all fetched (and held) first.
+    WINDOW = 4
 
     def __init__(self, crawler: Crawler, origins: OriginCoordinator, concurrency: int, max_pending: int) -> None:
         self._crawler = crawler
         self._origins = origins
-        self._limit = max(1, concurrency // self.SHARE)
-        # Origins learnt far ahead of their requests only hold memory sooner (and slow the collector): the fetch
-        # needs to be ahead by its own time, which a downloader's worth of origins covers. One whose requests never
-        # reach the downloader (another middleware drops them) keeps its place: at worst prefetch stops.
-        self._window = max(1, concurrency)
+        self._limit = max(1, concurrency)
+        # One whose requests never reach the downloader (another middleware drops them) keeps its place in the
+        # window: at worst prefetch stops, and the downloader's requests fetch as without it.
+        self._window = max(1, concurrency) * self.WINDOW
         self._max_pending = max(1, max_pending)
         self._running: set[str] = set()
         self._ahead: set[str] = set()  # origins prefetched (or being) whose requests have not reached the downloader
