@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from scrapy.settings import BaseSettings
     from typing_extensions import Self
 
     from ._parser import RobotsTxt
@@ -76,7 +75,7 @@ class RobotsTxtMiddleware:
         self._default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
         self._crawl_agent = _settings.robot_agent(settings)
         self._usage = UsageCheck(crawler)
-        self._warn_if_unnamed(settings)
+        crawler.signals.connect(self._warn_if_unnamed, signal=signals.spider_opened)
         max_retries = _settings.count(settings, "ROBOTSTXT_MAX_RETRIES", 1)
         max_origins = _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1)
         self._unusable: RobotsTxtFault | None = None
@@ -135,9 +134,7 @@ class RobotsTxtMiddleware:
             fetched=self._fetched,
         )
         self._prefetch = (
-            Prefetch(crawler, self._origins, concurrency, max_origins)
-            if settings.getbool("ROBOTSTXT_PREFETCH", True)
-            else None
+            Prefetch(crawler, self._origins, concurrency) if settings.getbool("ROBOTSTXT_PREFETCH", True) else None
         )
         # Requests returned to the scheduler when the spider closed.
         self._sent_back: WeakSet[Request] = WeakSet()
@@ -281,12 +278,13 @@ class RobotsTxtMiddleware:
             if self._prefetch is not None and not self._offsite(request):
                 self._prefetch.request_yielded(origin, request)
             return False
-        if state.robots is None or request.errback is not None or request.meta.get("robotstxt_only"):
+        if state.robots is None or compat.has_errback(request) or request.meta.get("robotstxt_only"):
             return False
         try:
             self._decide(request, origin, state)
         except RobotsTxtForbidden as forbidden:
-            self._stats.inc_value("robotstxt/forbidden/before_queue")
+            if not isinstance(forbidden, CrawlDelayOverCap):  # of robotstxt/forbidden; skips count on their own
+                self._stats.inc_value("robotstxt/forbidden/before_queue")
             self._report.dropped(request, forbidden)
             return True
         except UsageDisallowed as disallowed:
@@ -345,20 +343,27 @@ class RobotsTxtMiddleware:
             self._report.decided(origin, request, allowed=False)
             self._stats.inc_value("robotstxt/crawl_delay/skipped")
             raise CrawlDelayOverCap(f"Crawl-delay {asked} s over ROBOTSTXT_MAX_CRAWL_DELAY: origin skipped")
-        allowed = robots.allowed(request.url, user_agent)
-        self._report.decided(origin, request, allowed)
-        if not allowed:
+        if not robots.allowed(request.url, user_agent):
+            self._report.decided(origin, request, allowed=False)
             decision = robots.explain(request.url, user_agent)
             self._stats.inc_value("robotstxt/forbidden")
             raise RobotsTxtForbidden(f"Forbidden by robots.txt (group {decision.agent!r}, {decision.rule})")
-        self._usage.decide(request, robots, user_agent)
+        try:
+            self._usage.decide(request, robots, user_agent)
+        except UsageDisallowed:
+            self._report.decided(origin, request, allowed=False)
+            raise
+        self._report.decided(origin, request, allowed=True)
         return robots
 
-    def _warn_if_unnamed(self, settings: BaseSettings) -> None:
+    def _warn_if_unnamed(self, spider: object) -> None:
         """Warn once when the User-Agent the crawl sends does not name the robot it obeys as: a crawler is known by
-        its user agent (draft-illyes-webbotauth-cbcp), and sites address their rules to that name."""
+        its user agent (draft-illyes-webbotauth-cbcp), and sites address their rules to that name. The header is
+        DEFAULT_REQUEST_HEADERS' (set first), else the spider's ``user_agent``, else USER_AGENT, as Scrapy sends it."""
         name = robot_name(self._crawl_agent)
-        sent = str(settings.get("USER_AGENT") or "")
+        settings = self.crawler.settings
+        headers = {str(key).lower(): value for key, value in settings.getdict("DEFAULT_REQUEST_HEADERS").items()}
+        sent = str(headers.get("user-agent") or getattr(spider, "user_agent", None) or settings.get("USER_AGENT") or "")
         if self._user_agent is not None and name and name not in sent.casefold():
             logger.warning(
                 "The crawl obeys robots.txt as %r (ROBOTSTXT_USER_AGENT) but its User-Agent header, %r, does not "

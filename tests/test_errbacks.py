@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import pytest_twisted
 from scrapy import Request, Spider
+from scrapy.linkextractors import LinkExtractor
+from scrapy.spiders import CrawlSpider, Rule
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
@@ -138,3 +140,35 @@ async def test_scrapy_redis_workers_deliver_forbidden_links_to_their_errbacks(si
     expected = [site.url(f"/private/{i}") for i in range(6)] + [site.url("/private/a"), site.url("/private/b")]
     assert failures == dict.fromkeys(expected, "RobotsTxtForbidden")
     assert site.paths().count("/robots.txt") == 1
+
+
+class RulesSpider(CrawlSpider):
+    """Follows every link by a rule, with an errback of the rule's when ``rule_errback``."""
+
+    name = "rules"
+
+    def __init__(self, start: str, rule_errback: bool, **kwargs: Any) -> None:
+        self.start_urls = [start]
+        self.failures: dict[str, str] = {}
+        errback = "failed" if rule_errback else None
+        self.rules = (Rule(LinkExtractor(), follow=True, errback=errback),)
+        super().__init__(**kwargs)
+
+    def failed(self, failure):
+        self.failures[failure.request.url] = type(failure.value).__name__
+
+
+@pytest.mark.parametrize("rule_errback", [False, True], ids=["no-rule-errback", "rule-errback"])
+@pytest_twisted.ensureDeferred
+async def test_crawl_spider_links_are_dropped_before_the_queue_unless_their_rule_has_an_errback(sites, rule_errback):
+    """A review: CrawlSpider gives every request its own _errback, which calls the rule's errback only if the rule
+    has one; taken for an errback, it kept every forbidden link of every CrawlSpider in the scheduler."""
+    (site,) = sites(linking())
+    crawler = await crawl(ADDON, spider=RulesSpider, start=site.url("/"), rule_errback=rule_errback)
+    forbidden = [site.url("/private/1"), site.url("/private/2")]
+    if rule_errback:
+        assert crawler.spider.failures == dict.fromkeys(forbidden, "RobotsTxtForbidden")
+        assert stat(crawler, "robotstxt/forbidden/before_queue") is None
+    else:
+        assert stat(crawler, "robotstxt/forbidden/before_queue") == 4
+    assert not any(path.startswith("/private") for path in site.paths())

@@ -189,14 +189,17 @@ def test_each_preference_names_its_line():
     assert preferences.source("ai-train") is None
 
 
-def test_usage_lines_end_a_run_of_user_agent_lines():
+def test_content_usage_ends_a_run_of_user_agent_lines_and_content_signal_does_not():
     """The attach draft makes Content-Usage a rule of RFC 9309: a User-agent line after it starts a new group, so
-    a site's preferences for one robot never give another its rules (Content-Signal alike)."""
-    for field in ("Content-Usage: train-ai=n", "Content-Signal: ai-train=no"):
-        robots = RobotsTxt.parse(f"User-agent: coccocbot\n{field}\nUser-agent: otherbot\nDisallow: /\n")
-        assert robots.allowed("/a", WEB) and not robots.allowed("/a", OTHER), field
-        assert robots.usage("/a", WEB).allows("train-ai") is False
-        assert robots.usage("/a", OTHER) == {}
+    a site's preferences for one robot never give another its rules. No standard makes Content-Signal a rule, and
+    RFC 9309 (section 2.2.4) forbids other records to change how the rules are read: the run goes on, as for
+    Google's parser, and the signal is the whole run's (a review: splitting there changed Allow and Disallow)."""
+    robots = RobotsTxt.parse("User-agent: coccocbot\nContent-Usage: train-ai=n\nUser-agent: otherbot\nDisallow: /\n")
+    assert robots.allowed("/a", WEB) and not robots.allowed("/a", OTHER)
+    assert robots.usage("/a", WEB).allows("train-ai") is False
+    assert robots.usage("/a", OTHER) == {}
+    robots = RobotsTxt.parse("User-agent: coccocbot\nContent-Signal: ai-train=no\nUser-agent: otherbot\nDisallow: /\n")
+    assert not robots.allowed("/a", WEB) and not robots.allowed("/a", OTHER), "one group, as without the line"
 
 
 def test_usage_lines_do_not_change_the_other_rules():
@@ -278,6 +281,7 @@ def test_signals_of_merged_groups_combine():
 def test_usage_follows_the_group_choice_of_allowed():
     body = (
         "User-agent: coccocbot\nContent-Usage: / train-ai=n\nUser-agent: coccocbot-image\nContent-Signal: search=no\n"
+        "Allow: /\n"
     )
     body += "User-agent: *\nContent-Usage: / train-ai=y\n"
     robots = RobotsTxt.parse(body)

@@ -15,7 +15,7 @@ import pytest
 from scrapy_robots_coccoc import UsagePreferences, UsageSource
 from scrapy_robots_coccoc._parser.pagerobots import HEAD_BYTES
 from scrapy_robots_coccoc._parser.usage import (
-    MAX_VALUE_BYTES,
+    MAX_HEADER_BYTES,
     NO_PREFERENCES,
     content_signal,
     content_signal_header,
@@ -162,15 +162,17 @@ def test_the_tdm_reservation_header():
     assert tdm_reservation_header([]) == {}
 
 
-def test_a_value_longer_than_the_budget_states_nothing_and_costs_little():
-    long = b"train-ai=n, " + b"a=y, " * (MAX_VALUE_BYTES // 5)
+def test_a_header_longer_than_its_budget_states_nothing_and_costs_little():
+    """A review: a hostile 100 KiB header took the Dictionary parser 30-80 ms, on the reactor, for every response;
+    a header's budget is 1 KiB (real values are tens of bytes)."""
+    long = b"train-ai=n, " + b"a=y, " * (MAX_HEADER_BYTES // 5)
     assert content_usage_header([long]) == {}
-    assert content_usage_header([b"train-ai=n", b"a=y, " * (MAX_VALUE_BYTES // 5)]) == {}, "the lines joined"
-    near = b"train-ai=n" + b", a=(y)" * ((MAX_VALUE_BYTES - 10) // 7)
+    assert content_usage_header([b"train-ai=n", b"a=y, " * (MAX_HEADER_BYTES // 5)]) == {}, "the lines joined"
+    near = b"train-ai=n" + b", a=(y)" * ((MAX_HEADER_BYTES - 10) // 7)
     start = time.perf_counter()
     assert content_usage_header([near]).allows("train-ai") is False
     assert content_signal_header([b"," * 10_000_000]) == {}
-    assert time.perf_counter() - start < 1.0, "about 0.1 s here"
+    assert time.perf_counter() - start < 0.1, "about 1 ms here"
     assert len(content_usage_header([near]).source("train-ai").value) == 201, "a source keeps 200 characters"
 
 

@@ -173,3 +173,23 @@ async def test_requests_with_an_errback_yielded_before_robots_txt_is_known_are_d
     crawler = await crawl(TRAIN_AI, spider=OneRequest, urls=[site.url("/")])
     assert classes(crawler.spider) == dict.fromkeys([site.url("/"), site.url("/late")], "UsageDisallowed")
     assert site.paths() == ["/robots.txt"]
+
+
+@pytest.mark.parametrize(
+    "where", ["DEFAULT_REQUEST_HEADERS", "spider"], ids=["default-request-headers", "spider-user-agent"]
+)
+@pytest_twisted.ensureDeferred
+async def test_the_user_agent_the_crawl_really_sends_is_the_one_checked(sites, caplog, where):
+    """A review: only USER_AGENT was read, though DEFAULT_REQUEST_HEADERS and a spider's user_agent win over it."""
+    (site,) = sites(LoopbackSite(pages={"/robots.txt": robots("")}))
+    named = "Mozilla/5.0 (compatible; coccocbot-web/1.0)"
+
+    class NamedSpider(RecordingSpider):
+        user_agent = named if where == "spider" else None
+
+    settings = {**ADDON, "USER_AGENT": "Scrapy/2"}
+    if where == "DEFAULT_REQUEST_HEADERS":
+        settings["DEFAULT_REQUEST_HEADERS"] = {"User-Agent": named}
+    await crawl(settings, spider=NamedSpider, urls=[site.url("/")])
+    assert not [m for m in ours(caplog, logging.WARNING) if "User-Agent" in m]
+    assert site.request_headers["/"].getRawHeaders(b"User-Agent") == [named.encode()]

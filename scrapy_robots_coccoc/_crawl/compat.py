@@ -20,7 +20,7 @@ from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.exceptions import IgnoreRequest
 from scrapy.resolver import dnscache
-from scrapy.spiders import SitemapSpider
+from scrapy.spiders import CrawlSpider, SitemapSpider
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import CancelledError
@@ -77,6 +77,7 @@ def check() -> None:
             ),
             ("SitemapSpider._cbs", "_cbs" in SitemapSpider.__init__.__code__.co_names),
             ("SitemapSpider._follow", "_follow" in SitemapSpider.__init__.__code__.co_names),
+            ("CrawlSpider._errback", hasattr(CrawlSpider, "_errback")),
         )
         if not present
     ]
@@ -119,6 +120,19 @@ def offsite(engine: ExecutionEngine, request: Request) -> bool:
         isinstance(middleware, OffsiteMiddleware) and not middleware.should_follow(request, engine.spider)
         for middleware in engine.downloader.middleware.middlewares
     )
+
+
+def has_errback(request: Request) -> bool:
+    """Whether an errback of the spider's waits for *request*'s failure. ``CrawlSpider`` gives every request of its
+    rules its own ``_errback``, which passes the failure to the rule's errback only if the rule has one
+    (``CrawlSpider._rules``, the ``rule`` meta key)."""
+    errback = request.errback
+    spider = getattr(errback, "__self__", None)
+    if not isinstance(spider, CrawlSpider) or getattr(errback, "__func__", None) is not CrawlSpider._errback:
+        return errback is not None
+    rules = getattr(spider, "_rules", ())
+    index = request.meta.get("rule")
+    return not isinstance(index, int) or not 0 <= index < len(rules) or rules[index].errback is not None
 
 
 def wake_engine(engine: ExecutionEngine) -> None:

@@ -24,8 +24,9 @@ async def parsed(body: bytes, agent: str) -> RobotsTxt:
 
 
 def parse_for(body: bytes, agent: str) -> RobotsTxt:
-    """*body* parsed, *agent*'s rules built now: on a hostile body they cost more than the parse and would otherwise
-    fall on the reactor at the first request; a store then also counts their bytes."""
+    """*body* parsed, *agent*'s rules (usage preferences too) built now: on a hostile body they cost more than the
+    parse and would otherwise fall on the reactor at the first request; a store then also counts their bytes."""
     robots = RobotsTxt.parse(body)
     robots.allowed("/", agent)
+    robots.usage("/", agent)  # the group's usage rules, built on first use like its other rules
     return robots

@@ -58,7 +58,10 @@ def _fields(kinds: range) -> bytes:
     return b"|".join(re.escape(f) for f, kind in MEMBER_FIELDS.items() if kind in kinds)
 
 
-MEMBER_LINE = re.compile(field_line(_fields(range(CONTENT_SIGNAL + 1))))
+# Lines that end a run of User-agent lines: the rules, Content-Usage among them (draft-ietf-aipref-attach makes it
+# one). Not Content-Signal, which no standard makes a rule: other records must not change the rules' groups
+# (RFC 9309 section 2.2.4).
+MEMBER_LINE = re.compile(field_line(_fields(range(CONTENT_USAGE + 1))))
 COMMENT = re.compile(rb"#[^\n]*")
 # While a rule set's text is read, NUL (escaped in it by then) starts exactly the lines not read yet.
 UNREAD = b"\x00"

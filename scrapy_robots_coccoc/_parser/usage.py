@@ -23,6 +23,10 @@ from .urlpattern import normalize_lines, wildcard_matches
 #: bounds the Dictionary parser's work (about a microsecond a byte at worst) on hostile files.
 MAX_VALUE_BYTES = 100 * 1024
 
+#: Bytes of a response header's value read; a longer one states nothing. Headers are read on the reactor, for every
+#: response: real values are tens of bytes, and a hostile 100 KiB one takes the Dictionary parser tens of ms.
+MAX_HEADER_BYTES = 1024
+
 # The labels each source decides, in one place (the usage page tabulates them). AIPREF labels are taken as written,
 # so that a label a later revision of the vocabulary adds works unchanged.
 #: Content-Signal keys (contentsignals.org) and the labels each decides: ``ai-train`` (any AI training) decides
@@ -178,13 +182,13 @@ def _disallowing(labels: Iterable[str], source: UsageSource) -> UsagePreferences
 
 def _field_value(values: Iterable[bytes | str]) -> bytes | None:
     """A header's field lines as one value, joined by commas as HTTP combines them (RFC 9110 §5.3); None when longer
-    than MAX_VALUE_BYTES, or absent."""
+    than MAX_HEADER_BYTES, or absent."""
     lines: list[bytes] = []
     size = 0
     for value in values:
         raw = value if isinstance(value, bytes) else value.encode("utf-8", "replace")
         size += len(raw) + (2 if lines else 0)
-        if size > MAX_VALUE_BYTES:
+        if size > MAX_HEADER_BYTES:
             return None
         lines.append(raw)
     return b", ".join(lines) if lines else None
