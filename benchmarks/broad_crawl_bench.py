@@ -37,7 +37,7 @@ RSS growth. Ratios are medians of the rounds' figures, against ``stock``,
 
     .venv/bin/python benchmarks/broad_crawl_bench.py --corpus DIR [--origins 500,2000,0]
         [--max-crawl-delay 0.05] [--base REF] [--configs head,base,stock,off] [--rounds 3]
-        [--timeout 600] [--errbacks] [--set NAME=JSON] [--json PATH]
+        [--timeout 600] [--errbacks] [--set NAME=JSON] [--robots-latency S] [--json PATH]
 
 ``make bench-compare BASE=REF CORPUS=DIR`` runs it on the whole corpus with
 pacing capped and off. ``--origins 0`` is the whole corpus; a list runs each
@@ -246,6 +246,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--errbacks", action="store_true", help="give every start request an errback")
     parser.add_argument(
+        "--robots-latency", type=float, default=0.0, metavar="S", help="robots.txt answered after S seconds"
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -265,6 +268,7 @@ def main() -> None:
         parser.error("the base configuration needs --base REF")
     args.base_tree = base_checkout(args.base) if args.base else None
     args.head_tree = base_checkout(args.head) if args.head else PROJECT
+    os.environ["BENCH_ROBOTS_LATENCY"] = str(args.robots_latency)  # read by the sites' server
     folder: Path | None = args.corpus or sites.default_corpus()
     total = len(corpus.load(folder))
     measured = []
@@ -283,6 +287,7 @@ def main() -> None:
             "configs": args.configs,
             "errbacks": args.errbacks,
             "head_settings": dict(args.set),
+            "robots_latency": args.robots_latency,
             "settings": settings_of("head", args.max_crawl_delay, args.timeout),
         },
         {"sizes": measured},

@@ -150,7 +150,7 @@ def serve(folder: Path | None, origins: int, as_written: bool = False) -> None:
     from twisted.internet import reactor, stdio
     from twisted.internet.protocol import Protocol
     from twisted.web.resource import Resource
-    from twisted.web.server import Site
+    from twisted.web.server import NOT_DONE_YET, Site
 
     index_page = (
         "<html><head><title>home</title></head><body><h1>home</h1><ul>"
@@ -158,6 +158,7 @@ def serve(folder: Path | None, origins: int, as_written: bool = False) -> None:
         + "</ul></body></html>"
     ).encode()
     filler = "<p>" + "lorem ipsum dolor sit amet " * 40 + "</p>"
+    latency = float(os.environ.get("BENCH_ROBOTS_LATENCY") or 0)
 
     class Origin(Resource):
         isLeaf = True
@@ -166,11 +167,15 @@ def serve(folder: Path | None, origins: int, as_written: bool = False) -> None:
             super().__init__()
             self.robots_txt = robots_txt
 
-        def render_GET(self, request: Any) -> bytes:
+        def render_GET(self, request: Any) -> bytes | int:
             path = request.path.decode()
             if path == "/robots.txt":
                 request.setHeader(b"Content-Type", b"text/plain")
-                return self.robots_txt
+                if not latency:
+                    return self.robots_txt
+                # As a far site answers: the page is sent after $BENCH_ROBOTS_LATENCY seconds.
+                reactor.callLater(latency, lambda: request.finish() if request.write(self.robots_txt) is None else 0)
+                return NOT_DONE_YET
             if path == "/":
                 return index_page
             return f"<html><body><h1>{path}</h1>{filler}</body></html>".encode()

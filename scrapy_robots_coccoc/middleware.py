@@ -134,7 +134,7 @@ class RobotsTxtMiddleware:
             fetched=self._fetched,
         )
         self._prefetch = (
-            Prefetch(crawler, self._origins, concurrency) if settings.getbool("ROBOTSTXT_PREFETCH", True) else None
+            Prefetch(crawler, self._origins, concurrency) if settings.getbool("ROBOTSTXT_PREFETCH", False) else None
         )
         # Requests returned to the scheduler when the spider closed.
         self._sent_back: WeakSet[Request] = WeakSet()
@@ -266,7 +266,8 @@ class RobotsTxtMiddleware:
     def before_queue(self, request: Request) -> bool:
         """Drop *request*, as :meth:`process_request` would, if its origin's rules are known here and forbid
         it; True when dropped. A request with an errback is left to the downloader, whose exception its
-        errback must see. An unknown origin's robots.txt is prefetched (``ROBOTSTXT_PREFETCH``), nothing waited for."""
+        errback must see. With ``ROBOTSTXT_PREFETCH`` an unknown origin's robots.txt is prefetched; nothing is
+        waited for."""
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return False
         try:

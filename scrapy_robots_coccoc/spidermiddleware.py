@@ -34,7 +34,7 @@ class RobotsTxtSpiderMiddleware:
     """Drops requests forbidden by rules :class:`~scrapy_robots_coccoc.RobotsTxtMiddleware` already knows, before they
     reach the scheduler (or a shared queue), with the downloader's stats, log line and signal. A request with an
     errback, or of an origin not known yet, is decided at the downloader, so its errback sees the exception; an
-    unknown origin's robots.txt is fetched meanwhile (:confval:`ROBOTSTXT_PREFETCH`).
+    unknown origin's robots.txt is fetched meanwhile with :confval:`ROBOTSTXT_PREFETCH`.
 
     With :confval:`ROBOTSTXT_PAGE_ROBOTS`, it reads page-level robots into ``response.meta["robots_directives"]`` and
     drops the requests a ``nofollow`` page yields (:doc:`../usage/page-robots`)."""

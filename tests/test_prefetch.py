@@ -14,6 +14,7 @@ from .crawling import RecordingSpider, crawl, stat
 from .sites import RULES, LoopbackSite, Page, robots
 
 ADDON = {"ADDONS": {"scrapy_robots_coccoc.Addon": 0}, "DOWNLOADER_MIDDLEWARES": {}}
+PREFETCH = {**ADDON, "ROBOTSTXT_PREFETCH": True}
 
 
 def linking(*links: str) -> LoopbackSite:
@@ -51,7 +52,7 @@ async def test_robots_txt_is_fetched_while_the_request_waits_in_the_queue(sites)
     the queue: the fetch overlaps the wait instead of following it."""
     slow, other = slow_and_other(sites)
     urls = [slow.url("/"), slow.url("/slow"), other.url("/")]
-    crawler = await crawl(ADDON, spider=QueueingSpider, urls=urls)
+    crawler = await crawl(PREFETCH, spider=QueueingSpider, urls=urls)
     assert sorted(crawler.spider.crawled) == sorted(urls)
     (robots_at,), (page_at,) = other.requests_for("/robots.txt"), other.requests_for("/")
     (slow_at,) = slow.requests_for("/slow")
@@ -76,7 +77,7 @@ async def test_links_the_crawl_will_not_send_fetch_nothing(sites):
                 meta = {"dont_obey_robotstxt": True, "allow_offsite": True} if "/x" in href else {}
                 yield response.follow(href, meta=meta, errback=self.failed)
 
-    crawler = await crawl(ADDON, spider=OneSiteSpider, urls=[site.url("/")])
+    crawler = await crawl(PREFETCH, spider=OneSiteSpider, urls=[site.url("/")])
     assert sorted(crawler.spider.crawled) == sorted([site.url("/"), site.url("/a"), ignored.url("/x")])
     assert offsite.paths() == [] and ignored.paths() == ["/x"]
     assert stat(crawler, "offsite/filtered") == 1
@@ -84,10 +85,10 @@ async def test_links_the_crawl_will_not_send_fetch_nothing(sites):
 
 
 @pytest_twisted.ensureDeferred
-async def test_with_the_setting_off_robots_txt_waits_for_the_first_request(sites):
+async def test_by_default_robots_txt_waits_for_the_first_request(sites):
     slow, other = slow_and_other(sites)
     urls = [slow.url("/"), slow.url("/slow"), other.url("/")]
-    crawler = await crawl({**ADDON, "ROBOTSTXT_PREFETCH": False}, spider=QueueingSpider, urls=urls)
+    crawler = await crawl(ADDON, spider=QueueingSpider, urls=urls)
     assert sorted(crawler.spider.crawled) == sorted(urls)
     assert stat(crawler, "robotstxt/prefetched") is None
     (robots_at,), (slow_at,) = other.requests_for("/robots.txt"), slow.requests_for("/slow")
