@@ -199,16 +199,12 @@ def measure(folder: Path | None, origins: int, args: argparse.Namespace) -> dict
     server = sites.start_sites(folder, origins, as_written=True)
     results: dict[str, list[dict[str, Any]]] = {config: [] for config in args.configs}
     try:
-        for round_ in range(args.rounds):
-            shift = round_ % len(args.configs)
-            for config in args.configs[shift:] + args.configs[:shift]:
-                result = run_one(config, origins, args)
-                results[config].append(result)
-                print(f"round {round_ + 1} {config:5} {describe(result)}", flush=True)
+        for round_, config in sites.interleaved(args.configs, args.rounds):
+            result = run_one(config, origins, args)
+            results[config].append(result)
+            print(f"round {round_ + 1} {config:5} {describe(result)}", flush=True)
     finally:
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait()
+        sites.stop_sites(server)
     print(f"medians of {args.rounds} rounds")
     for config, rounds in results.items():
         line = f"{config:5}: {statistics.median(map(rate, rounds)):5.0f} pages/s"

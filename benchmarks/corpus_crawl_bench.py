@@ -55,6 +55,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -328,6 +329,21 @@ def start_sites(folder: Path | None, origins: int, as_written: bool = False) -> 
     return server
 
 
+def stop_sites(server: subprocess.Popen[bytes]) -> None:
+    """Stop the sites start_sites() started: they serve until their stdin closes."""
+    assert server.stdin is not None
+    server.stdin.close()
+    server.wait()
+
+
+def interleaved(configs: list[str], rounds: int) -> Iterator[tuple[int, str]]:
+    """(round, configuration) of every crawl, the order rotating each round so that none always goes first."""
+    for round_ in range(rounds):
+        shift = round_ % len(configs)
+        for config in configs[shift:] + configs[:shift]:
+            yield round_, config
+
+
 def run_one(config: str, origins: int, concurrency: int, profile: bool = False) -> dict[str, float]:
     command = [sys.executable, __file__, "crawl", config, str(origins), str(concurrency), str(int(profile))]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -368,16 +384,12 @@ def measure(
         if args.profile:
             print(describe(run_one(args.profile, origins, args.concurrency, profile=True)))
             return results
-        for round_ in range(args.rounds):
-            shift = round_ % len(configs)
-            for config in configs[shift:] + configs[:shift]:
-                result = run_one(config, origins, args.concurrency)
-                results[config].append(result)
-                print(f"round {round_ + 1} {config:7} {describe(result)}", flush=True)
+        for round_, config in interleaved(configs, args.rounds):
+            result = run_one(config, origins, args.concurrency)
+            results[config].append(result)
+            print(f"round {round_ + 1} {config:7} {describe(result)}", flush=True)
     finally:
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait()
+        stop_sites(server)
 
     def rate(config: str) -> float:
         return statistics.median(r["pages"] / r["seconds"] for r in results[config])
