@@ -18,8 +18,7 @@ MEMBER_FIELDS = {
     b"crawldelay": CRAWL_DELAY,
     b"request-rate": REQUEST_RATE,
     b"visit-time": VISIT_TIME,
-    # Usage preferences (draft-ietf-aipref-attach, contentsignals.org): group lines, so they end a run of User-agent
-    # lines as rules do; the attach draft adds Content-Usage to RFC 9309's rules.
+    # Usage preferences (draft-ietf-aipref-attach, contentsignals.org): lines of the group they stand in.
     b"content-usage": CONTENT_USAGE,
     b"content-signal": CONTENT_SIGNAL,
 }

@@ -18,9 +18,9 @@ from .lexer import CONTENT_SIGNAL
 from .pagerobots import HEAD_BYTES, header_directives, meta_tags, tag_directives
 from .urlpattern import normalize_lines, wildcard_matches
 
-#: Bytes of preference values read: of a header's field lines joined, and of a robots.txt group's values together (in
-#: file order). A value past it states nothing, as one that fails to parse: real ones are tens of bytes, and this
-#: bounds the Dictionary parser's work (about a microsecond a byte at worst) on hostile files.
+#: Bytes of preference values a robots.txt group reads, its values together in file order. A value past it states
+#: nothing, as one that fails to parse: real ones are tens of bytes, and this bounds the Dictionary parser's work
+#: (about a microsecond a byte at worst) on hostile files.
 MAX_VALUE_BYTES = 100 * 1024
 
 #: Bytes of a response header's value read; a longer one states nothing. Headers are read on the reactor, for every
