@@ -19,7 +19,9 @@ Scrapy's default scheduler, ``ROBOTSTXT_USER_AGENT = coccocbot-web``):
 - ``paced``: ours (RobotsTxtMiddleware at 100, RobotsTxtBodyMiddleware at
   595, Scrapy's own disabled), ``ROBOTSTXT_CRAWL_DELAY_ENABLED = True``;
 - ``unpaced``: ours, ``ROBOTSTXT_CRAWL_DELAY_ENABLED = False``;
-- ``stock``: Scrapy's RobotsTxtMiddleware with Protego (it ignores Crawl-delay).
+- ``stock``: Scrapy's RobotsTxtMiddleware with Protego (it ignores Crawl-delay);
+- ``recorded``: ``paced`` with the compliance record kept (``ROBOTSTXT_RECORD_DIR``, a fresh temporary
+  directory per crawl); its crawl also reports the record's bytes, decisions and WARC records.
 
 The figure is pages per second: responses the spider received (robots.txt
 excluded) / wall time of the crawl, medians of the rounds; ratios are against
@@ -51,9 +53,11 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,6 +91,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "paced": {"DOWNLOADER_MIDDLEWARES": OURS, "ROBOTSTXT_CRAWL_DELAY_ENABLED": True},
     "unpaced": {"DOWNLOADER_MIDDLEWARES": OURS, "ROBOTSTXT_CRAWL_DELAY_ENABLED": False},
     "stock": {},
+    # paced, with the compliance record kept (ROBOTSTXT_RECORD_DIR: a fresh directory per crawl).
+    "recorded": {"DOWNLOADER_MIDDLEWARES": OURS, "ROBOTSTXT_CRAWL_DELAY_ENABLED": True},
 }
 
 _PACING_LINE = re.compile(rb"^[ \t]*(?:crawl-delay|request-rate)[ \t]*:[^\r\n]*(?:\r\n|\n|\r)?", re.I | re.M)
@@ -249,6 +255,7 @@ def crawl(config: str, origins: int, concurrency: int, profile: bool) -> None:
         samples.append((len(downloader.active), transferring, queued, parked))
 
     probes: list[Any] = []  # the probe, made once the reactor runs
+    record_dir = Path(tempfile.mkdtemp(prefix="corpus-bench-record-")) if config == "recorded" else None
     process = CrawlerProcess(
         {
             "ROBOTSTXT_OBEY": True,
@@ -259,6 +266,7 @@ def crawl(config: str, origins: int, concurrency: int, profile: bool) -> None:
             "TELNETCONSOLE_ENABLED": False,
             "DOWNLOAD_TIMEOUT": 30,
             **CONFIGS[config],
+            **({"ROBOTSTXT_RECORD_DIR": str(record_dir)} if record_dir else {}),
         }
     )
     crawler = process.create_crawler(Bench)
@@ -305,10 +313,33 @@ def crawl(config: str, origins: int, concurrency: int, profile: bool) -> None:
                 "parked_now": mean(3),
                 "parked_max": max((row[3] for row in samples), default=0),
                 "rss_mb": (high_water_kb() - baseline_kb) / 1024,
+                **(record_figures(record_dir) if record_dir else {}),
             }
         ),
         flush=True,
     )
+
+
+def record_figures(directory: Path) -> dict[str, float]:
+    """The record's size on disk, its decisions and WARC records; the directory is removed."""
+    import gzip
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    decisions_file, warc_file = next(directory.glob("decisions-*")), next(directory.glob("robots-*"))
+    with gzip.open(decisions_file) as lines:
+        decisions = sum(1 for _ in lines)
+    with warc_file.open("rb") as stream:
+        records = sum(1 for _ in ArchiveIterator(stream))
+    figures = {
+        "record_bytes": decisions_file.stat().st_size + warc_file.stat().st_size,
+        "decisions_bytes": decisions_file.stat().st_size,
+        "warc_bytes": warc_file.stat().st_size,
+        "decisions": decisions,
+        "warc_records": records,
+    }
+    shutil.rmtree(directory)
+    return figures
 
 
 def start_sites(folder: Path | None, origins: int, as_written: bool = False) -> subprocess.Popen[bytes]:
@@ -405,6 +436,16 @@ def measure(
             f"({median(config, 'pages') / median(config, 'cpu'):.0f} pages per CPU second), unpaced origins done at "
             f"{median(config, 'unpaced_done'):.2f} s, robots.txt fetched {median(config, 'robots'):.0f}, "
             f"forbidden {median(config, 'forbidden'):.0f}, peak RSS growth {median(config, 'rss_mb'):.0f} MB"
+        )
+    if "recorded" in results and "paced" in results:
+        recorded = results["recorded"]
+        print(
+            f"recorded / paced pages per second: {rate('recorded') / rate('paced'):.2f}x; record "
+            f"{median('recorded', 'record_bytes') / 1e6:.2f} MB: decisions "
+            f"{median('recorded', 'decisions_bytes') / median('recorded', 'decisions'):.0f} B per request "
+            f"({median('recorded', 'decisions'):.0f} decided), WARC "
+            f"{median('recorded', 'warc_bytes') / origins:.0f} B per origin "
+            f"({statistics.median(r['warc_records'] for r in recorded):.0f} records)"
         )
     for config in ("paced", "unpaced"):
         if config not in results or "stock" not in results:

@@ -55,7 +55,7 @@ nitpick_ignore_regex = [
 ]
 
 # Scrapy's names for these object types, so that the reference reads like Scrapy's.
-STAT, SIGNAL, REQMETA = "stat", "signal", "reqmeta"
+STAT, SIGNAL, REQMETA, RECORDFIELD = "stat", "signal", "reqmeta", "recordfield"
 
 
 def _public_names() -> dict[int, str]:
@@ -120,5 +120,6 @@ def setup(app):
     app.add_object_type(STAT, STAT, indextemplate="pair: %s; stats key")
     app.add_object_type(SIGNAL, SIGNAL, indextemplate="pair: %s; signal")
     app.add_object_type(REQMETA, REQMETA, indextemplate="pair: %s; request meta key")
+    app.add_object_type(RECORDFIELD, RECORDFIELD, indextemplate="pair: %s; compliance record field")
     app.connect("missing-reference", _private_to_public)
     app.connect("builder-inited", _draw_charts)

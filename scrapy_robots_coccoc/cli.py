@@ -365,6 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "verify":  # python -m scrapy_robots_coccoc verify DIR ...: the compliance record's check
+        from . import verify
+
+        return verify.main(argv[1:], out)
     out = out or sys.stdout
     parser = build_parser()
     args = parser.parse_intermixed_args(argv)

@@ -23,6 +23,7 @@ from ._crawl.origins import InvalidOrigin, origin_of
 from ._crawl.pacing import CrawlDelays
 from ._crawl.parking import Parking, SpiderClosing
 from ._crawl.prefetch import Prefetch
+from ._crawl.record import ComplianceRecord
 from ._crawl.report import CrawlReport
 from ._crawl.storecalls import GuardedStore
 from ._crawl.usage import UsageCheck
@@ -57,6 +58,8 @@ _SENT_BACK_DONT_FILTER = "_robotstxt_dont_filter"
 
 #: The finish reason of a crawl stopped because its store cannot work.
 STORE_UNUSABLE = "robotstxt_store_unusable"
+#: The finish reason of a crawl stopped because its compliance record cannot be written.
+RECORD_UNWRITABLE = "robotstxt_record_unwritable"
 
 COMPRESSION_MIDDLEWARE = "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware"
 
@@ -80,11 +83,13 @@ class RobotsTxtMiddleware:
         max_origins = _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1)
         self._unusable: RobotsTxtFault | None = None
         store = self._build_store(crawler, max_origins)
+        self._record = self._build_record(crawler, max_origins)
         fetcher = RobotsTxtFetcher(
             crawler,
             _settings.count(settings, "ROBOTSTXT_MAX_REDIRECTS", 5),
             max_retries,
             self._check_middlewares(crawler),
+            self._record,
         )
         guarded = GuardedStore(
             store,
@@ -158,10 +163,34 @@ class RobotsTxtMiddleware:
             crawler.signals.connect(self._stop, signal=signals.engine_started)
             return MemoryStore(max_origins)
 
-    def _stop(self) -> None:
+    def _build_record(self, crawler: Crawler, max_origins: int) -> ComplianceRecord | None:
+        """The compliance record of ``ROBOTSTXT_RECORD_DIR``; a directory that cannot hold it stops the crawl at
+        start-up with one ERROR line, as an unusable store does."""
+        directory = crawler.settings.get("ROBOTSTXT_RECORD_DIR")
+        if not directory:
+            return None
+        try:
+            return ComplianceRecord(crawler, str(directory), self._usage.purposes, max_origins, self._record_failed)
+        except OSError as exc:
+            logger.error(
+                "ROBOTSTXT_RECORD_DIR %s cannot hold the compliance record (%s). The crawl stops.",
+                directory,
+                exc,
+                extra={"crawler": crawler},
+            )
+            self._unusable = RobotsTxtFault(f"compliance record unwritable: {exc}")
+            crawler.signals.connect(lambda: self._stop(RECORD_UNWRITABLE), signal=signals.engine_started, weak=False)
+            return None
+
+    def _stop(self, reason: str = STORE_UNUSABLE) -> None:
         engine = self.crawler.engine
         # A turn later: the engine runs once engine_started has been sent.
-        loop.call_later(0, lambda: compat.close_spider(engine, STORE_UNUSABLE))
+        loop.call_later(0, lambda: compat.close_spider(engine, reason))
+
+    def _record_failed(self, cause: str) -> None:
+        """The record cannot be written: no request is decided from now on, and the crawl stops."""
+        self._unusable = RobotsTxtFault(cause)
+        self._stop(RECORD_UNWRITABLE)
 
     @staticmethod
     def _check_middlewares(crawler: Crawler) -> bool:
@@ -204,6 +233,7 @@ class RobotsTxtMiddleware:
             request.dont_filter = request.meta.pop(_SENT_BACK_DONT_FILTER)
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return None
+        origin: str | None = None
         try:
             if self._unusable is not None:
                 raise self._unusable
@@ -221,6 +251,8 @@ class RobotsTxtMiddleware:
             if robots is not None:
                 self._usage.note(request, robots, self._user_agent_of(request))
             await self._wait_to_start(request, origin, state)
+            if self._record is not None:
+                await self._record.written()  # nothing is downloaded before its decision is on record
         except SpiderClosing:
             if request not in self._sent_back:
                 # Back to the scheduler: a persistent one keeps it for the next run.
@@ -233,18 +265,24 @@ class RobotsTxtMiddleware:
             # scrapy shell): returned again, it would go round for ever.
             self._stats.inc_value("robotstxt/dropped_on_close")
             closing = RobotsTxtFault(f"spider closing: {request} not downloaded")
-            self._report.dropped(request, closing)
+            self._faulted(request, origin, closing)
             raise closing from None
         except RobotsTxtFault as fault:
             # Counted per request, like forbidden and unavailable ones: the
             # fault itself is logged once per origin.
             self._stats.inc_value("robotstxt/fault/dropped")
-            self._report.dropped(request, fault)
+            self._faulted(request, origin, fault)
             raise
         except (RobotsTxtForbidden, UsageDisallowed, OriginUnavailable) as decided:
             self._report.dropped(request, decided)
             raise
         return None
+
+    def _faulted(self, request: Request, origin: str | None, fault: RobotsTxtFault) -> None:
+        """Report a request dropped for a fault, nothing decided by robots.txt."""
+        if self._record is not None:
+            self._record.decided(request, origin, self._user_agent_of(request), None, fault)
+        self._report.dropped(request, fault)
 
     async def learn(self, request: Request) -> None:
         """Make *request*'s origin known, fetching its robots.txt if need be, and so announce its sitemaps
@@ -281,6 +319,8 @@ class RobotsTxtMiddleware:
             return False
         if state.robots is None or compat.has_errback(request) or request.meta.get("robotstxt_only"):
             return False
+        if self._record is not None and self._record.backlogged:
+            return False  # decided when downloaded: the record's unwritten decisions stay bounded
         try:
             self._decide(request, origin, state)
         except RobotsTxtForbidden as forbidden:
@@ -330,7 +370,21 @@ class RobotsTxtMiddleware:
             raise RobotsTxtFault(str(exc)) from None
 
     def _decide(self, request: Request, origin: str, state: OriginState) -> RobotsTxt | None:
-        """Raise the exception *request* is dropped with, if any; return the rules that let it go (None: none)."""
+        """Raise the exception *request* is dropped with, if any; return the rules that let it go (None: none).
+        The compliance record, if kept, gets the decision either way."""
+        if self._record is None:
+            return self._verdict(request, origin, state)
+        agent = self._user_agent_of(request)
+        try:
+            robots = self._verdict(request, origin, state)
+        except (RobotsTxtForbidden, UsageDisallowed, OriginUnavailable) as dropped:
+            self._record.decided(request, origin, agent, state, dropped)
+            raise
+        self._record.decided(request, origin, agent, state, None)
+        return robots
+
+    def _verdict(self, request: Request, origin: str, state: OriginState) -> RobotsTxt | None:
+        """What :meth:`_decide` decides: the stats, the report, and the exception or rules."""
         if state.unavailable:
             self._stats.inc_value("robotstxt/unavailable/dropped")
             raise OriginUnavailable(f"robots.txt of {origin} did not answer: site unavailable for now")

@@ -212,13 +212,16 @@ class _Scanner(ast.NodeVisitor):
     def signal(self, node: ast.Call) -> None:
         """The signal a ``send_catch_log*`` call sends: its ``signal=``
         argument, else the positional one that names a signal (ours, Scrapy's,
-        or a constant bound to ``getattr(scrapy.signals, "name", None)``)."""
+        or a constant bound to ``getattr(scrapy.signals, "name", None)``).
+        A name with a leading underscore is private: not in the reference."""
         candidates = [keyword.value for keyword in node.keywords if keyword.arg == "signal"] or list(node.args)
         params = set().union(*self.params) if self.params else set()
         for candidate in candidates:
             if isinstance(candidate, ast.Name) and candidate.id in params:
                 return  # a function that passes its caller's signal on
             name = candidate.id if isinstance(candidate, ast.Name) else getattr(candidate, "attr", None)
+            if isinstance(name, str) and name.startswith("_"):
+                return  # a private signal, between the package's own parts
             if name in self.constants:
                 self.uses.signals.update(self.constants[name])
                 return

@@ -7,7 +7,9 @@ tools the Redis tests and benchmarks measure it with.
 The worker starts from its URLs; every request goes through the shared
 scrapy-redis queue and dupefilter, so any worker may download it. Prints its
 stats, and the exception class each failed URL's errback saw (``failures``),
-as JSON on the last line. With ``REDIS_WORKER_ADDON`` set it enables the add-on.
+as JSON on the last line, with the URLs it downloaded (``crawled``). With
+``REDIS_WORKER_ADDON`` set it enables the add-on; ``REDIS_WORKER_SETTINGS``
+holds more settings, as a JSON object.
 
     python -m tests.redis_worker --store-calls REDIS_URL
 
@@ -34,6 +36,8 @@ from typing import Any
 SELECT_REACTOR = "twisted.internet.selectreactor.SelectReactor"
 #: Set in a worker's environment, the worker enables scrapy_robots_coccoc.Addon.
 ADDON_VARIABLE = "REDIS_WORKER_ADDON"
+#: A JSON object of settings a worker adds to its own.
+SETTINGS_VARIABLE = "REDIS_WORKER_SETTINGS"
 
 
 class LatencyProxy:
@@ -150,6 +154,7 @@ def main(redis_url: str, *urls: str) -> None:
             "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
             "LOG_LEVEL": "INFO",
             **({"ADDONS": {"scrapy_robots_coccoc.Addon": 0}} if os.environ.get(ADDON_VARIABLE) else {}),
+            **json.loads(os.environ.get(SETTINGS_VARIABLE) or "{}"),
         }
     )
     crawler = process.create_crawler(RecordingSpider)
@@ -157,7 +162,7 @@ def main(redis_url: str, *urls: str) -> None:
     process.start()
     stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, int | float | str)}
     failures = {url: type(exc).__name__ for url, exc in crawler.spider.failures.items()}
-    print(json.dumps({**stats, "failures": failures}))
+    print(json.dumps({**stats, "failures": failures, "crawled": crawler.spider.crawled}))
 
 
 def store_calls(redis_url: str) -> None:

@@ -4,6 +4,7 @@ worker processes, the keys of an origin, a store's answers awaited."""
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import os
 import socket
@@ -60,19 +61,25 @@ class RedisServer:
         self.process.wait()
 
 
-def workers(redis_url: str, *start_urls: list[str], last_after: float = 0.0, addon: bool = False):
+def workers(
+    redis_url: str,
+    *start_urls: list[str],
+    last_after: float = 0.0,
+    addon: bool = False,
+    settings: dict[str, Any] | None = None,
+):
     """Start one worker process per list of start URLs, the last one
-    *last_after* seconds after the others, with the add-on if *addon*; a
-    Deferred of their outputs."""
+    *last_after* seconds after the others, with the add-on if *addon* and
+    *settings* added to the workers'; a Deferred of their outputs."""
     from twisted.internet import defer, reactor
     from twisted.internet.task import deferLater
     from twisted.internet.utils import getProcessOutputAndValue
 
-    from .redis_worker import ADDON_VARIABLE
+    from .redis_worker import ADDON_VARIABLE, SETTINGS_VARIABLE
 
     def run(urls: list[str]):
         args = ["-m", "tests.redis_worker", redis_url, *urls]
-        env = {**os.environ, **({ADDON_VARIABLE: "1"} if addon else {})}
+        env = {**os.environ, **({ADDON_VARIABLE: "1"} if addon else {}), SETTINGS_VARIABLE: json.dumps(settings or {})}
         return getProcessOutputAndValue(sys.executable, args, env=env, path=str(ROOT))
 
     *first, last = start_urls

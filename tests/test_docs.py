@@ -28,6 +28,8 @@ from scrapy.settings import default_settings
 from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 
+from scrapy_robots_coccoc._record import entries as record_entries
+
 from .docs_scan import DOCS, ROOT, SETTING, Block, Unresolved, blocks, doc_pages, entries, scan_package
 
 README = ROOT / "README.md"
@@ -124,6 +126,13 @@ def test_every_signal_the_code_sends_is_in_the_reference(uses):
 def test_the_reference_names_no_signal_the_code_lost(uses):
     gone = {name: where for name, where in entries("signal").items() if name not in uses.signals}
     assert not gone, f"signals the code no longer sends: {gone}"
+
+
+def test_the_record_reference_names_every_field_the_record_writes_and_no_other():
+    documented = entries("recordfield")
+    assert list(documented) == list(record_entries.FIELDS), "docs/reference/record.md: the fields, in their order"
+    text = next(b.text for b in blocks(DOCS / "reference" / "record.md") if b.info == "{recordfield} decision")
+    assert set(re.findall(r"^- `([a-z_]+)`", text, re.MULTILINE)) == set(record_entries.DECISIONS)
 
 
 def test_every_meta_key_the_code_uses_is_in_the_reference(uses):

@@ -6,6 +6,7 @@ the reactor left free."""
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import shutil
 import subprocess
@@ -101,6 +102,18 @@ async def test_a_failed_refresh_keeps_the_stored_rules_for_every_worker(redis_se
     assert state is not None and state.expires_at == kept.expires_at
     assert state.robots is not None and not state.robots.allowed("/private/x", "bot")
     assert 60 < redis_server.client.ttl(key("state")) <= 240
+
+
+@pytest_twisted.ensureDeferred
+async def test_every_worker_knows_the_answer_that_decided(redis_server, new_store):
+    """The compliance record names what decided (OriginState.answer): a peer's state says it too."""
+    body = b"User-agent: *\nDisallow: /private\n"
+    await settle(new_store().set(ORIGIN, OriginState(None, False, time.time() + 60, "status 404"), b""))
+    state = await settle(new_store().get(ORIGIN))
+    assert state is not None and state.answer == "status 404"
+    await settle(new_store().set(ORIGIN, OriginState(RobotsTxt.parse(body), False, time.time() + 60, "x"), body))
+    state = await settle(new_store().get(ORIGIN))
+    assert state is not None and state.answer == hashlib.sha256(body).hexdigest()
 
 
 @pytest_twisted.ensureDeferred

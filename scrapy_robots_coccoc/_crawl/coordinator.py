@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
+from .._record.entries import digest
 from ..exceptions import RobotsTxtFault
 from ..signals import robotstxt_sitemaps_found
 from ..stores import OriginState
@@ -219,7 +220,7 @@ class OriginCoordinator:
         """The origin's state after a fetch; raises :class:`RobotsTxtFault` for a local fault on a first fetch."""
         now = time.time()
         if isinstance(outcome, Rules):
-            return OriginState(outcome.robots, False, now + self._lifetime(outcome.max_age))
+            return OriginState(outcome.robots, False, now + self._lifetime(outcome.max_age), digest(outcome.body))
         if isinstance(outcome, LocalFault):
             kept_or_fault = self._fault(origin, stale, outcome)
             if isinstance(kept_or_fault, RobotsTxtFault):
@@ -233,7 +234,7 @@ class OriginCoordinator:
                 outcome.reason,
                 extra={"spider": self._crawler.spider},
             )
-            return OriginState(None, False, now + self._lifetime(outcome.max_age))
+            return OriginState(None, False, now + self._lifetime(outcome.max_age), outcome.answer)
         reason = outcome.reason if isinstance(outcome, Unrestricted) else outcome.cause
         if kept:
             # RFC 9309 §2.3.1.4 allows the cached copy: an outage neither opens disallowed paths nor drops the site.
@@ -246,7 +247,7 @@ class OriginCoordinator:
                 self._unavailable_seconds,
                 extra={"spider": self._crawler.spider},
             )
-            return OriginState(stale.robots, False, now + self._unavailable_seconds)
+            return OriginState(stale.robots, False, now + self._unavailable_seconds, stale.answer)
         self._stats.inc_value("robotstxt/unavailable/events")
         if stale is None and origin not in self._silent_before:
             self._stats.inc_value("robotstxt/unavailable/origins")
@@ -257,7 +258,7 @@ class OriginCoordinator:
             self._unavailable_seconds,
             extra={"spider": self._crawler.spider},
         )
-        return OriginState(None, True, now + self._unavailable_seconds)
+        return OriginState(None, True, now + self._unavailable_seconds, f"no answer: {reason}")
 
     def _lifetime(self, max_age: float | None) -> float:
         """How long an answer is kept: what it asks, between ROBOTSTXT_CACHE_MIN_SECONDS (so that no-cache
@@ -278,7 +279,7 @@ class OriginCoordinator:
         )
         until = time.time() + self.FAULT_SECONDS
         if stale is not None:
-            return OriginState(stale.robots, stale.unavailable, until)
+            return OriginState(stale.robots, stale.unavailable, until, stale.answer)
         self._faults[origin] = (until, fault.cause)
         while len(self._faults) > self._max_origins:
             self._faults.popitem(last=False)

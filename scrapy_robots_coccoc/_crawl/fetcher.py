@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http.headers import Headers
 
+    from .record import ComplianceRecord
+
 logger = logging.getLogger(__name__)
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -112,6 +114,11 @@ class Unrestricted:
     def server_error(self) -> bool:
         return self.status is not None and self.status >= 500
 
+    @property
+    def answer(self) -> str:
+        """What decided, as :attr:`OriginState.answer <scrapy_robots_coccoc.stores.OriginState>` names it."""
+        return f"status {self.status}" if self.status is not None else f"unrestricted: {self.reason}"
+
 
 @dataclass(frozen=True, slots=True)
 class NoAnswer:
@@ -181,8 +188,16 @@ class RobotsTxtFetcher:
     #: Robots.txt requests go before the pages waiting for them.
     PRIORITY = 1000
 
-    def __init__(self, crawler: Crawler, max_redirects: int, max_retries: int, bounded_body: bool) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        max_redirects: int,
+        max_retries: int,
+        bounded_body: bool,
+        record: ComplianceRecord | None = None,
+    ) -> None:
         self._crawler = crawler
+        self._record = record  # told of every answer and failed attempt
         self._stats = crawler.stats
         self._max_redirects = max_redirects
         self._max_retries = max(0, max_retries)
@@ -194,10 +209,21 @@ class RobotsTxtFetcher:
 
     async def fetch(self, origin: str, trigger: Request) -> FetchOutcome:
         url = robots_url(origin)
+        outcome = await self._follow(origin, url, trigger)
+        if self._record is not None:
+            self._record.outcome(origin, url, outcome)
+        return outcome
+
+    async def _follow(self, origin: str, url: str, trigger: Request) -> FetchOutcome:
+        """The outcome of *url*'s request and the redirects it leads to."""
         for hop in range(self._max_redirects + 1):
+            if self._record is not None and self._record.failed:
+                return LocalFault("the compliance record cannot be written")
             answer = await self._download(url, trigger, followed=hop > 0)
             if not isinstance(answer, Response):
                 return answer
+            if self._record is not None:
+                self._record.answer(origin, answer)
             if answer.status == PROXY_AUTHENTICATION_REQUIRED and answer.meta.get("proxy"):
                 return LocalFault(f"the proxy refused the request without credentials (status {answer.status})")
             if answer.status not in REDIRECT_STATUSES:
@@ -284,10 +310,16 @@ class RobotsTxtFetcher:
         if "robotstxt_unreadable" in response.flags:
             return Unrestricted(None, "unreadable body (unsupported or corrupt Content-Encoding)")
         stopped = "dataloss" in response.flags or "download_stopped" in response.flags
-        if stopped or len(response.body) > MAX_BYTES:
+        if was_cut(response):
             self._stats.inc_value("robotstxt/truncated")
         body = complete_lines(response.body, cut=stopped)
         return Rules(await parsed(body, self._agent), body, response.url, max_age)
+
+
+def was_cut(response: Response) -> bool:
+    """Whether the body is not all the site sent: stopped at the download bound, or longer than the parser reads."""
+    stopped = "dataloss" in response.flags or "download_stopped" in response.flags
+    return stopped or len(response.body) > MAX_BYTES
 
 
 def cache_lifetime(headers: Headers) -> float | None:

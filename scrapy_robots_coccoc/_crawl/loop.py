@@ -8,11 +8,13 @@ import sys
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from concurrent.futures import Executor, Future
 
     from twisted.internet.interfaces import IReactorTime
 
@@ -60,6 +62,28 @@ async def in_thread(function: Callable[[int], _T], argument: int) -> _T:
     except RuntimeError:
         return await maybe_deferred_to_future(deferToThread(function, argument))
     return await loop.run_in_executor(None, function, argument)
+
+
+async def in_executor(executor: Executor, function: Callable[..., _T], *args: Any) -> _T:
+    """*function* run in *executor*'s thread, awaited on the crawl's loop (asyncio's, or Twisted's reactor)."""
+    future = executor.submit(function, *args)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        from twisted.internet import reactor
+
+        done: Deferred[_T] = Deferred()
+        future.add_done_callback(lambda ended: reactor.callFromThread(_settle, done, ended))
+        return await done
+    return await asyncio.wrap_future(future)
+
+
+def _settle(done: Deferred[_T], ended: Future[_T]) -> None:
+    exc = ended.exception()
+    if exc is not None:
+        done.errback(exc)
+    else:
+        done.callback(ended.result())
 
 
 class _AsyncioClock:

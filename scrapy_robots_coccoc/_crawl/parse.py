@@ -9,6 +9,10 @@ from twisted.internet.threads import deferToThread
 
 from .._parser import RobotsTxt
 
+#: Sent with ``origin`` and ``body`` when a store gives this process rules it did not fetch: the compliance record
+#: keeps each body a decision is made by.
+_body_shared = object()
+
 #: Larger bodies are parsed in a thread: a hostile one may take a tenth of a second, too long to stall the reactor.
 PARSE_IN_THREAD_BYTES = 64 * 1024
 

@@ -17,11 +17,14 @@ MaybeAwaitable: TypeAlias = T | Awaitable[T]
 @dataclass(slots=True, frozen=True)
 class OriginState:
     """One robots.txt fetch's outcome: ``robots`` holds the rules after a 200 answer; None after another answer
-    (``unavailable`` False: all allowed) or none (``unavailable`` True: nothing downloaded until ``expires_at``)."""
+    (``unavailable`` False: all allowed) or none (``unavailable`` True: nothing downloaded until ``expires_at``).
+    ``answer`` is what decides, as the compliance record names it: the SHA-256 (hex) of the body the rules were
+    parsed from, else the answer's status or failure (``"status 404"``, ``"no answer: …"``); "" when unknown."""
 
     robots: RobotsTxt | None
     unavailable: bool
     expires_at: float
+    answer: str = ""
 
 
 class Store(Protocol):

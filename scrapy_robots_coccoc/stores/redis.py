@@ -20,8 +20,9 @@ from twisted.internet.defer import Deferred, DeferredList
 from .._crawl import loop
 from .._crawl import settings as _settings
 from .._crawl.pacing import turns_horizon
-from .._crawl.parse import parsed
+from .._crawl.parse import _body_shared, parsed
 from .._parser import MAX_BYTES
+from .._record.entries import digest
 from .base import OriginState
 from .memory import MemoryStore
 from .redisclient import SCRIPTS, AsyncioRedis, ThreadedRedis, redis_client
@@ -29,6 +30,7 @@ from .redisclock import RedisClock
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.signalmanager import SignalManager
     from typing_extensions import Self
 
     from .base import MaybeAwaitable
@@ -82,8 +84,10 @@ class RedisStore:
         max_age: float = 2 * 86400,
         slow_seconds: float = 0.1,
         agent: str = "Scrapy",
+        signals: SignalManager | None = None,
     ) -> None:
-        """*max_age*: the longest believable lifetime of a state; *agent*: the robot bodies are parsed for."""
+        """*max_age*: the longest believable lifetime of a state; *agent*: the robot bodies are parsed for;
+        *signals*: the crawler's, told of each body read from Redis (``_body_shared``: the compliance record)."""
         import redis
         import redis.asyncio
 
@@ -97,6 +101,7 @@ class RedisStore:
         self._max_age = max_age
         self._slow_seconds = slow_seconds
         self._agent = agent
+        self._signals = signals
         self._errors = (redis.RedisError, OSError)
         self._down_until = 0.0
         self._round_trip = 0.0  # smoothed duration of a call, seconds
@@ -132,6 +137,7 @@ class RedisStore:
             max_age=2 * longest,
             slow_seconds=_settings.number(settings, "ROBOTSTXT_REDIS_SLOW_SECONDS", 0.1),
             agent=_settings.robot_agent(settings),
+            signals=crawler.signals,
         )
         crawler.signals.connect(store.warm_up, signal=signals.engine_started)
         crawler.signals.connect(store.close, signal=signals.engine_stopped)
@@ -315,7 +321,13 @@ class RedisStore:
         if local is not None and local.expires_at == expires_at:
             return local  # the same fetch: no need to parse it again
         has_rules, unavailable = outcome
-        state = OriginState(await parsed(body, self._agent) if has_rules else None, unavailable, expires_at)
+        if not has_rules:
+            # Without rules the body slot holds the answer (earlier versions left it empty).
+            state = OriginState(None, unavailable, expires_at, body.decode("utf-8", "replace"))
+        else:
+            state = OriginState(await parsed(body, self._agent), unavailable, expires_at, digest(body))
+            if self._signals is not None:
+                self._signals.send_catch_log(_body_shared, origin=origin, body=body)
         self._local.set(origin, state)
         return state
 
@@ -327,7 +339,8 @@ class RedisStore:
             await self._run("keep", keys, [repr(state.expires_at), ttl])
             return
         outcome = "unavailable" if state.unavailable else "rules" if state.robots is not None else "unrestricted"
-        await self._run("store", keys, [outcome, body, repr(state.expires_at), ttl])
+        kept = body if state.robots is not None else state.answer.encode()
+        await self._run("store", keys, [outcome, kept, repr(state.expires_at), ttl])
 
     async def _claim_shared(self, origin: str, seconds: float) -> bool:
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]

@@ -1,0 +1,207 @@
+"""The compliance record (docs/usage/compliance-record.md): what a real crawl writes under ROBOTSTXT_RECORD_DIR, that
+``verify`` reproduces it, and that a record that cannot be written stops the crawl with nothing downloaded
+unrecorded."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import resource
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from warcio.archiveiterator import ArchiveIterator
+
+from scrapy_robots_coccoc import verify
+
+from .crawling import bad_records, crawl, stat
+from .redisserver import workers
+from .sites import LoopbackSite, Page, robots, site_with, unused_port
+
+RULES_V1 = "User-agent: *\nDisallow: /private\nCrawl-delay: 0.1\n"
+RULES_V2 = "User-agent: *\nDisallow: /private\nDisallow: /p4\nCrawl-delay: 0.1\n"
+
+
+def decisions(directory: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for path in sorted(directory.glob("decisions-*.jsonl.gz")) for line in gzip.open(path)]
+
+
+def warc_records(directory: Path) -> list[tuple[str, str | None, int | None]]:
+    """(type, target URI, HTTP status) of every WARC record under *directory*."""
+    found = []
+    for path in sorted(directory.glob("robots-*.warc.gz")):
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                status = int(record.http_headers.get_statuscode()) if record.http_headers else None
+                found.append((record.rec_type, record.rec_headers.get_header("WARC-Target-URI"), status))
+    return found
+
+
+def verified(directory: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = verify.main([str(directory)])
+    return code, capsys.readouterr().out
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_crawl_records_every_answer_and_decision_and_verifies(sites, tmp_path, caplog, capsys):
+    """Redirected, missing, unanswered and refreshed robots.txt; allowed and forbidden pages: each answer is in the
+    WARC, each decision in the JSON lines, and verify reproduces them all."""
+    changing = LoopbackSite(
+        pages={"/robots.txt": [robots(RULES_V1), robots(RULES_V2)]},
+        links={f"/p{i}": [f"/p{i + 1}", "/private/x"] for i in range(6)},
+    )
+    target, hops, missing, _ = sites(site_with(), LoopbackSite(), LoopbackSite(), changing)
+    hops.pages["/robots.txt"] = Page(status=301, headers={"Location": target.url("/robots.txt")})
+    missing.pages["/robots.txt"] = Page(b"not here", status=404)
+    silent = f"http://127.0.0.1:{unused_port('127.0.0.1')}"
+    urls = [
+        target.url("/"),
+        hops.url("/private/x"),
+        hops.url("/a"),
+        missing.url("/"),
+        f"{silent}/",
+        changing.url("/p0"),
+    ]
+    crawler = await crawl(
+        {"ROBOTSTXT_RECORD_DIR": str(tmp_path), "ROBOTSTXT_CACHE_SECONDS": 0.25, "ROBOTSTXT_CACHE_MIN_SECONDS": 0},
+        urls=urls,
+    )
+    assert not bad_records(caplog)
+    assert changing.paths().count("/robots.txt") >= 2, "the rules were refreshed"
+
+    entries = decisions(tmp_path)
+    by_url = {entry["url"]: entry for entry in entries}
+    downloaded = set(crawler.spider.crawled)
+    assert downloaded <= {entry["url"] for entry in entries if entry["decision"] == "allowed"}
+    assert by_url[hops.url("/private/x")]["decision"] == "forbidden"
+    assert by_url[hops.url("/private/x")]["rule"] == "Disallow: /private"
+    assert by_url[hops.url("/private/x")]["line"] == 2
+    assert by_url[missing.url("/")]["robots"] == "status 404"
+    assert by_url[f"{silent}/"]["decision"] == "unavailable"
+    assert by_url[f"{silent}/"]["robots"].startswith("no answer: ")
+    assert len({entry["robots"] for entry in entries if entry["origin"] == changing.url("")}) == 2
+
+    records = warc_records(tmp_path)
+    assert records[0][0] == "warcinfo"
+    assert ("response", hops.url("/robots.txt"), 301) in records
+    assert ("response", target.url("/robots.txt"), 200) in records
+    assert ("revisit", target.url("/robots.txt"), 200) in records  # the redirect led to a body already recorded
+    assert ("response", missing.url("/robots.txt"), 404) in records
+    assert ("metadata", f"{silent}/robots.txt", None) in records
+    assert [kind for kind, uri, _ in records if uri == changing.url("/robots.txt")].count("response") == 2
+
+    code, out = verified(tmp_path, capsys)
+    assert code == 0, out
+    assert str(len(entries)) in out
+
+
+@pytest_twisted.ensureDeferred
+async def test_usage_and_crawl_delay_decisions_are_recorded(sites, tmp_path, capsys):
+    usage, slow = sites(
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nContent-Usage: train-ai=n\nAllow: /\n")}),
+        LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 30\n")}),
+    )
+    await crawl(
+        {
+            "ROBOTSTXT_RECORD_DIR": str(tmp_path),
+            "ROBOTSTXT_USAGE_PURPOSES": ["train-ai"],
+            "ROBOTSTXT_CRAWL_DELAY_OVER_CAP": "skip",
+        },
+        urls=[usage.url("/x"), slow.url("/y")],
+    )
+    by_url = {entry["url"]: entry for entry in decisions(tmp_path)}
+    assert by_url[usage.url("/x")]["decision"] == "usage_disallowed"
+    assert by_url[usage.url("/x")]["usage"] == {"preferences": {"train-ai": False}, "purposes": ["train-ai"]}
+    assert (by_url[usage.url("/x")]["rule"], by_url[usage.url("/x")]["line"]) == ("Content-Usage: train-ai=n", 2)
+    assert by_url[slow.url("/y")]["decision"] == "over_cap"
+    assert by_url[slow.url("/y")]["rule"] == "Crawl-delay: 30"
+    assert verified(tmp_path, capsys)[0] == 0
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
+@pytest_twisted.ensureDeferred
+async def test_two_scrapy_redis_workers_each_write_a_record_that_verifies(sites, redis_server, tmp_path, capsys):
+    """Each worker writes its own files. The second, started once the first is done, decides by the robots.txt the
+    first fetched, from the shared store: its WARC holds that body as a resource record, so that each worker's
+    files verify alone, and together."""
+    (site,) = sites(
+        LoopbackSite(
+            pages={"/robots.txt": robots("User-agent: *\nDisallow: /private\n")},
+            links={"/": [f"/p{i}" for i in range(8)] + [f"/private/{i}" for i in range(4)]},
+        )
+    )
+    settings = {"ROBOTSTXT_RECORD_DIR": str(tmp_path)}
+    results = [*await workers(redis_server.url, [site.url("/")], settings=settings)]
+    results += await workers(redis_server.url, [site.url("/q"), site.url("/private/q")], settings=settings)
+    for _, err, code in results:
+        assert code == 0, err.decode()[-3000:]
+    assert site.paths().count("/robots.txt") == 1
+    crawled = {url for out, _, _ in results for url in json.loads(out.decode().splitlines()[-1])["crawled"]}
+    allowed = {entry["url"] for entry in decisions(tmp_path) if entry["decision"] == "allowed"}
+    assert crawled <= allowed and site.url("/q") in crawled
+
+    kinds = []
+    for path in tmp_path.glob("decisions-*"):
+        stem = path.name.split("-", 1)[1].removesuffix(".jsonl.gz")
+        alone = tmp_path / stem
+        alone.mkdir()
+        for part in tmp_path.glob(f"*-{stem}.*"):
+            shutil.copy(part, alone)
+        kinds.append([kind for kind, _, _ in warc_records(alone)])
+        assert verified(alone, capsys)[0] == 0
+    assert sorted(kinds) == [["warcinfo", "resource"], ["warcinfo", "response"]]
+    assert verified(tmp_path, capsys)[0] == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_record_that_cannot_be_written_stops_the_crawl_with_nothing_unrecorded(sites, tmp_path, caplog):
+    """A full disk, as the kernel reports it to a process over its file size limit (EFBIG, SIGXFSZ ignored): the
+    crawl stops with its own finish reason and one ERROR line; every page the sites served has its decision in
+    what the record holds, and none was downloaded after the failure."""
+    # Each robots.txt takes 20 KB in the WARC, and answers 0.1 s after the one before: the pages of the first
+    # sites are downloaded before the WARC outgrows the limit.
+    bulky = [
+        LoopbackSite(
+            pages={"/robots.txt": robots(f"User-agent: *\n# {os.urandom(20_000).hex()}\n", delay=0.1 * i)},
+            links={"/": [f"/p{j}" for j in range(30)]},
+        )
+        for i in range(10)
+    ]
+    sites(*bulky)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))
+    try:
+        crawler = await crawl({"ROBOTSTXT_RECORD_DIR": str(tmp_path)}, urls=[site.url("/") for site in bulky])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert stat(crawler, "finish_reason") == "robotstxt_record_unwritable"
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "compliance record" in errors[0], errors
+    served = {site.url(path) for site in bulky for _, path in site.log if path != "/robots.txt"}
+    recorded: set[str] = set()
+    with gzip.open(next(tmp_path.glob("decisions-*"))) as lines, contextlib.suppress(EOFError):
+        for line in lines:  # up to where the writing failed
+            recorded.add(json.loads(line)["url"])
+    assert served, "pages were downloaded before the disk was full"
+    assert served <= recorded
+    assert len(served) < 10 * 31, "the crawl stopped"
+    assert stat(crawler, "robotstxt/fault/dropped") > 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_directory_that_cannot_hold_the_record_stops_the_crawl_before_any_request(sites, tmp_path, caplog):
+    (site,) = sites(site_with())
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    crawler = await crawl({"ROBOTSTXT_RECORD_DIR": str(blocked / "record")}, urls=[site.url("/")])
+    assert stat(crawler, "finish_reason") == "robotstxt_record_unwritable"
+    assert site.paths() == []
+    assert len([r for r in caplog.records if r.levelname == "ERROR"]) == 1
