@@ -321,13 +321,19 @@ exit codes:
   2  bad arguments
   3  no robots.txt to go by: unreadable (missing file, no answer, not HTTP),
      or not a robots.txt (an HTML page, or no robots.txt field in it)
+
+verify DIR [DIR ...] checks a compliance record (ROBOTSTXT_RECORD_DIR)
+instead: see verify --help. A robots.txt file named verify: give ./verify.
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scrapy-robots-coccoc",
-        usage="%(prog)s [options] ROBOTS [URL ...]\n       %(prog)s [options] PAGE_URL",
+        usage=(
+            "%(prog)s [options] ROBOTS [URL ...]\n       %(prog)s [options] PAGE_URL\n"
+            "       %(prog)s verify DIR [DIR ...]"
+        ),
         description="Check URLs against a robots.txt with Coc Coc's rules, as the middleware would.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -252,6 +252,7 @@ class RobotsTxtMiddleware:
                 self._usage.note(request, robots, self._user_agent_of(request))
             await self._wait_to_start(request, origin, state)
             if self._record is not None:
+                self._record.decided(request, origin, self._user_agent_of(request), state, None)
                 await self._record.written()  # nothing is downloaded before its decision is on record
         except SpiderClosing:
             if request not in self._sent_back:
@@ -272,8 +273,12 @@ class RobotsTxtMiddleware:
             # fault itself is logged once per origin.
             self._stats.inc_value("robotstxt/fault/dropped")
             self._faulted(request, origin, fault)
+            if self._record is not None:
+                await self._record.caught_up()
             raise
         except (RobotsTxtForbidden, UsageDisallowed, OriginUnavailable) as decided:
+            if self._record is not None:
+                await self._record.caught_up()
             self._report.dropped(request, decided)
             raise
         return None
@@ -290,6 +295,8 @@ class RobotsTxtMiddleware:
         itself. Raises :class:`OriginUnavailable` or :class:`RobotsTxtFault`, as a downloaded request would end."""
         self._learning += 1
         try:
+            if self._unusable is not None:
+                raise self._unusable
             origin = self._origin_of(request)
             state = self._origins.known(origin, request)
             if state is None:
@@ -314,7 +321,7 @@ class RobotsTxtMiddleware:
             return False
         state = self._origins.fresh(origin)
         if state is None:
-            if self._prefetch is not None and not self._offsite(request):
+            if self._prefetch is not None and self._unusable is None and not self._offsite(request):
                 self._prefetch.request_yielded(origin, request)
             return False
         if state.robots is None or compat.has_errback(request) or request.meta.get("robotstxt_only"):
@@ -371,17 +378,16 @@ class RobotsTxtMiddleware:
 
     def _decide(self, request: Request, origin: str, state: OriginState) -> RobotsTxt | None:
         """Raise the exception *request* is dropped with, if any; return the rules that let it go (None: none).
-        The compliance record, if kept, gets the decision either way."""
+        The compliance record, if kept, gets a drop here; a request let go, once it leaves for the downloader."""
         if self._record is None:
             return self._verdict(request, origin, state)
-        agent = self._user_agent_of(request)
         try:
-            robots = self._verdict(request, origin, state)
+            return self._verdict(request, origin, state)
         except (RobotsTxtForbidden, UsageDisallowed, OriginUnavailable) as dropped:
+            # A Crawl-delay is the crawl robot's, whatever the request's agent.
+            agent = self._crawl_agent if isinstance(dropped, CrawlDelayOverCap) else self._user_agent_of(request)
             self._record.decided(request, origin, agent, state, dropped)
             raise
-        self._record.decided(request, origin, agent, state, None)
-        return robots
 
     def _verdict(self, request: Request, origin: str, state: OriginState) -> RobotsTxt | None:
         """What :meth:`_decide` decides: the stats, the report, and the exception or rules."""

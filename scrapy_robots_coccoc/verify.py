@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ._parser import RobotsTxt
-from ._record.entries import DERIVED, answer_decision, derived, is_digest
+from ._record.entries import DERIVED, answer_decision, decided_at, derived, is_digest
 from ._record.reading import DECISIONS_GLOB, WARC_GLOB, RecordUnreadable, decision_lines, warc_records
 from .cli import printable
 
@@ -110,7 +110,8 @@ def redecide(entry: dict[str, Any], bodies: Bodies) -> Outcome:
             note = f"; {altered}, for its origin, was altered" if altered else ""
             return Outcome(MISSING, note=f"robots {robots} is in no WARC file read{note}")
     try:
-        now = _plain(derived(rules, entry["url"], entry["agent"], purposes, entry["decision"]))
+        at = decided_at(entry["time"])
+        now = _plain(derived(rules, entry["url"], entry["agent"], purposes, entry["decision"], at))
     except Exception as exc:  # a hostile URL or body must be reported, not end the check
         return Outcome(DIFFERS, note=f"deciding again failed ({type(exc).__name__}: {exc})")
     fields = {name: (entry[name], now[name]) for name in DERIVED if _key(entry[name]) != _key(now[name])}

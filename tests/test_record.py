@@ -21,6 +21,7 @@ from warcio.archiveiterator import ArchiveIterator
 from scrapy_robots_coccoc import verify
 
 from .crawling import bad_records, crawl, stat
+from .redis_worker import SELECT_REACTOR
 from .redisserver import workers
 from .sites import LoopbackSite, Page, robots, site_with, unused_port
 
@@ -156,6 +157,25 @@ async def test_two_scrapy_redis_workers_each_write_a_record_that_verifies(sites,
         kinds.append([kind for kind, _, _ in warc_records(alone)])
         assert verified(alone, capsys)[0] == 0
     assert sorted(kinds) == [["warcinfo", "resource"], ["warcinfo", "response"]]
+    assert verified(tmp_path, capsys)[0] == 0
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
+@pytest_twisted.ensureDeferred
+async def test_a_crawl_under_another_reactor_writes_a_record_that_verifies(sites, redis_server, tmp_path, capsys):
+    """Under a reactor that is not asyncio's the writing thread reports through the reactor: the crawl ends (its
+    last requests dropped, the journal still writing, used to spin for ever at close) and the record verifies."""
+    (site,) = sites(
+        LoopbackSite(
+            pages={"/robots.txt": robots("User-agent: *\nDisallow: /private\n")},
+            links={"/": [f"/p{i}" for i in range(4)] + [f"/private/{i}" for i in range(20)]},
+        )
+    )
+    settings = {"ROBOTSTXT_RECORD_DIR": str(tmp_path), "TWISTED_REACTOR": SELECT_REACTOR}
+    ((out, err, code),) = await workers(redis_server.url, [site.url("/")], settings=settings)
+    assert code == 0, err.decode()[-3000:]
+    assert len(json.loads(out.decode().splitlines()[-1])["crawled"]) == 5
+    assert len(decisions(tmp_path)) == 25
     assert verified(tmp_path, capsys)[0] == 0
 
 

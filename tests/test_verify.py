@@ -20,7 +20,7 @@ import pytest_twisted
 
 from scrapy_robots_coccoc import cli, verify
 from scrapy_robots_coccoc._parser import MAX_BYTES
-from scrapy_robots_coccoc._record.journal import DecisionsFile
+from scrapy_robots_coccoc._record.journal import DecisionsEncoder
 
 from .crawling import crawl
 from .sites import LoopbackSite, Page, robots, unused_port
@@ -294,9 +294,11 @@ async def test_a_difference_before_a_torn_tail_is_reported_and_3_wins(sites, tmp
     assert recorded[0]["group"] == "*"
     recorded[0]["group"] = "coccocbot"
     with path.open("wb") as out:
-        writer = DecisionsFile(out)
-        writer.write(recorded[:2])
-        writer.write(recorded[2:])  # no finish(): the process died here
+        encoder = DecisionsEncoder()
+        for batch in (recorded[:2], recorded[2:]):
+            for entry in batch:
+                encoder.add(entry)
+            out.write(encoder.take())  # no finish(): the process died here
 
     code, out = verified(capsys, str(tmp_path))
     assert code == 3, out

@@ -217,8 +217,6 @@ class RobotsTxtFetcher:
     async def _follow(self, origin: str, url: str, trigger: Request) -> FetchOutcome:
         """The outcome of *url*'s request and the redirects it leads to."""
         for hop in range(self._max_redirects + 1):
-            if self._record is not None and self._record.failed:
-                return LocalFault("the compliance record cannot be written")
             answer = await self._download(url, trigger, followed=hop > 0)
             if not isinstance(answer, Response):
                 return answer
@@ -243,6 +241,8 @@ class RobotsTxtFetcher:
         assert engine is not None
         outcome: NoAnswer | LocalFault = LocalFault("not attempted")
         for _ in range(self._max_retries + 1):
+            if self._record is not None and self._record.failed:
+                return LocalFault("the compliance record cannot be written: nothing more is downloaded")
             if compat.engine_closing(engine):
                 # No retry or hop once the spider closes: the waiting requests go back to the scheduler.
                 raise SpiderClosing(f"{url}: fetch interrupted, the spider is closing")

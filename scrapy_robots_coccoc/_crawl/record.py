@@ -4,14 +4,16 @@ the journal, and the crawl stopped when the record cannot be written."""
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
+from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.utils.defer import maybe_deferred_to_future
 
-from .._record.entries import derived
+from .._record.entries import derived, timestamp
 from .._record.journal import Journal, RecordFiles, RecordUnwritable, file_stem, now
 from .._record.warc import Answer, Failure, SharedBody
 from ..exceptions import CrawlDelayOverCap, RobotsTxtFault
@@ -113,11 +115,14 @@ class ComplianceRecord:
     def decided(
         self, request: Request, origin: str | None, agent: str, state: OriginState | None, reason: IgnoreRequest | None
     ) -> None:
-        """Record how *request* was decided: allowed (*reason* None) or dropped with *reason*."""
+        """Record how *request* was decided: let go to the downloader (*reason* None) or dropped with *reason*; the
+        decision is the crawl's, the other fields are what the rules say of it (``verify`` compares the two)."""
         decision = decision_of(reason)
         robots = state.robots if state is not None and not state.unavailable else None
-        entry = {"time": now(), "url": request.url, "origin": origin, "agent": agent}
-        entry.update(derived(robots, request.url, agent, self._purposes, decision))
+        moment = datetime.now(timezone.utc)
+        entry: dict[str, Any] = {"time": timestamp(moment), "url": request.url, "origin": origin, "agent": agent}
+        entry.update(derived(robots, request.url, agent, self._purposes, decision, moment))
+        entry["decision"] = decision
         entry["robots"] = state.answer if state is not None else f"fault: {reason}"
         entry["usage"] = entry.pop("usage")  # the fields in their documented order
         self._journal.add(entry)
@@ -137,6 +142,14 @@ class ComplianceRecord:
 
     async def _close(self) -> None:
         await self._journal.close()
+
+    async def caught_up(self) -> None:
+        """Return once the decisions waiting to be written are within the bound (a drop's backpressure)."""
+        if self._journal.backlogged:
+            waiter = self._journal.written()
+            if waiter is not None:
+                with suppress(RecordUnwritable):
+                    await maybe_deferred_to_future(waiter)
 
     async def written(self) -> None:
         """Return once every decision made so far is written; raise :class:`RobotsTxtFault` if it cannot be."""

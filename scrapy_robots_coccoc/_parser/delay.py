@@ -13,11 +13,12 @@ if TYPE_CHECKING:
 MIN_DELAY = 0.01
 
 
-def asked_delay(robots: RobotsTxt, agent: str) -> tuple[float, RequestRate | None]:
-    """The stricter of Crawl-delay and a Request-rate in force, in seconds (0.0: none), and that rate if it won."""
+def asked_delay(robots: RobotsTxt, agent: str, at: datetime | None = None) -> tuple[float, RequestRate | None]:
+    """The stricter of Crawl-delay and a Request-rate in force (now, or *at*), in seconds (0.0: none), and that rate
+    if it won."""
     asked = robots.crawl_delay(agent) or 0.0
     rate = robots.request_rate(agent)
-    if rate is not None and rate.requests > 0 and in_window(rate) and rate.seconds / rate.requests > asked:
+    if rate is not None and rate.requests > 0 and in_window(rate, at) and rate.seconds / rate.requests > asked:
         return rate.seconds / rate.requests, rate
     return asked, None
 
@@ -27,9 +28,10 @@ def kept_delay(asked: float, max_delay: float) -> float:
     return delay if delay >= MIN_DELAY else 0.0
 
 
-def in_window(rate: RequestRate) -> bool:
-    """Whether now is in a Request-rate's window (UTC, as the extended standard says); no window is always."""
+def in_window(rate: RequestRate, at: datetime | None = None) -> bool:
+    """Whether now (or *at*) is in a Request-rate's window (UTC, as the extended standard says); no window is
+    always."""
     if rate.start is None or rate.end is None:
         return True
-    now = datetime.now(timezone.utc).time()
+    now = (at or datetime.now(timezone.utc)).astimezone(timezone.utc).time()
     return rate.start <= now <= rate.end if rate.start <= rate.end else now >= rate.start or now <= rate.end

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .._parser.delay import asked_delay
@@ -29,6 +30,19 @@ def digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
+def timestamp(moment: datetime) -> str:
+    """*moment* as the record writes times: ISO 8601 in UTC, to the microsecond (WARC/1.1's WARC-Date)."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def decided_at(time: str) -> datetime | None:
+    """The moment a ``time`` field names; None if it names none."""
+    try:
+        return datetime.fromisoformat(time.removesuffix("Z") + "+00:00")
+    except (TypeError, ValueError):
+        return None
+
+
 def is_digest(robots: str) -> bool:
     return _DIGEST.fullmatch(robots) is not None
 
@@ -39,10 +53,12 @@ def derived(
     agent: str,
     purposes: tuple[str, ...],
     decision: str,
+    at: datetime | None = None,
 ) -> dict[str, Any]:
     """The fields *robots* decides for *url* and *agent* (None: no rules). *decision* is the crawl's, taken as it is
     where the rules do not decide alone: ``over_cap`` (the cap is a setting), and without rules ``unavailable`` and
-    ``fault`` (no answer); with rules, allowed, forbidden and usage_disallowed are derived from them."""
+    ``fault`` (no answer); with rules, allowed, forbidden and usage_disallowed are derived from them. *at*: when it
+    was decided (a Request-rate counts within its hours)."""
     fields: dict[str, Any] = {"decision": decision, "group": None, "rule": None, "line": None, "usage": None}
     if robots is None:
         if decision not in ("unavailable", "fault"):
@@ -51,7 +67,7 @@ def derived(
     explained = robots.explain(url, agent)
     fields["group"] = explained.agent
     if decision == "over_cap":
-        fields["rule"] = f"Crawl-delay: {asked_delay(robots, agent)[0]:g}"
+        fields["rule"] = f"Crawl-delay: {asked_delay(robots, agent, at)[0]:g}"  # a Request-rate's window: as then
         return fields
     preferences = robots.usage(url, agent)
     if purposes or preferences:

@@ -18,6 +18,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred, fail
 
 from .._crawl import loop
+from .entries import timestamp
 from .warc import WarcFile
 
 if TYPE_CHECKING:
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
     from .warc import Answer, Failure, SharedBody
 
-    Entry = Answer | Failure | SharedBody | dict[str, Any]
+    WarcEntry = Answer | Failure | SharedBody
+    Entry = WarcEntry | dict[str, Any]
 
 WARC_NAME = "robots-{stem}.warc.gz"
 DECISIONS_NAME = "decisions-{stem}.jsonl.gz"
@@ -34,8 +36,8 @@ SYNC_SECONDS = 1.0
 
 
 def now() -> str:
-    """The current time as the record writes it: ISO 8601 in UTC, to the microsecond (WARC/1.1's WARC-Date)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """The current time as the record writes it (:func:`~._record.entries.timestamp`)."""
+    return timestamp(datetime.now(timezone.utc))
 
 
 def file_stem() -> str:
@@ -45,73 +47,83 @@ def file_stem() -> str:
     return f"{started}-{uuid.uuid4().hex[:8]}-{host}-{os.getpid()}"
 
 
-class DecisionsFile:
-    """JSON lines in one gzip stream, sync-flushed after each batch: what was written reads back after a crash."""
+class DecisionsEncoder:
+    """JSON lines in one gzip stream, sync-flushed at each batch so that what was written reads back after a crash.
+    Encoding runs on the crawl's loop (microseconds a line): the writing thread only writes bytes."""
 
-    def __init__(self, out: BinaryIO) -> None:
-        self._out = out
+    def __init__(self) -> None:
         self._gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
+        self._lines: list[str] = []
 
-    def write(self, entries: list[dict[str, Any]]) -> None:
-        text = "".join(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n" for entry in entries)
-        self._out.write(self._gzip.compress(text.encode()) + self._gzip.flush(zlib.Z_SYNC_FLUSH))
+    def __len__(self) -> int:
+        return len(self._lines)
 
-    def finish(self) -> None:
-        self._out.write(self._gzip.flush(zlib.Z_FINISH))
+    def add(self, entry: dict[str, Any]) -> None:
+        self._lines.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+
+    def take(self) -> bytes:
+        """The lines added since the last take, compressed and flushed."""
+        if not self._lines:
+            return b""
+        text = "\n".join(self._lines) + "\n"
+        self._lines = []
+        return self._gzip.compress(text.encode("utf-8", "surrogateescape")) + self._gzip.flush(zlib.Z_SYNC_FLUSH)
+
+    def finish(self) -> bytes:
+        return self.take() + self._gzip.flush(zlib.Z_FINISH)
 
 
 class RecordFiles:
-    """The two files of one crawl and process; every method runs in the journal's thread."""
+    """The two files of one crawl and process: :meth:`open` at start-up, then the journal's thread writes."""
 
     def __init__(self, directory: Path, stem: str, info: Mapping[str, str], max_bodies: int) -> None:
         self.warc_path = directory / WARC_NAME.format(stem=stem)
         self.decisions_path = directory / DECISIONS_NAME.format(stem=stem)
         self._directory = directory
         self._info = info
-        self._max_bodies = max_bodies
+        self._warc = WarcFile(max_bodies)
         self._files: list[BinaryIO] = []
-        self._warc: WarcFile | None = None
-        self._decisions: DecisionsFile | None = None
         self._synced_at = 0.0
 
     def open(self) -> None:
-        """Create the files and write the warcinfo record; the only call made on the crawl's loop, at start-up,
-        so that a directory that cannot hold the record stops the crawl before its first request."""
+        """Create the files and write the warcinfo record: the only call made on the crawl's loop, at start-up,
+        so that a directory that cannot hold the record stops the crawl before its first request. Nothing is
+        left behind when it fails."""
         self._directory.mkdir(parents=True, exist_ok=True)
-        warc, decisions = (open(path, "xb") for path in (self.warc_path, self.decisions_path))  # noqa: SIM115
-        self._files = [warc, decisions]
-        self._warc = WarcFile(warc, self._max_bodies)
-        self._warc.info(self.warc_path.name, self._info)
-        self._decisions = DecisionsFile(decisions)
-        self._flush()
+        try:
+            for path in (self.warc_path, self.decisions_path):
+                self._files.append(open(path, "xb", buffering=0))  # noqa: SIM115 (closed by close())
+            self.write([self._warc.info(self.warc_path.name, self._info)], b"")
+        except BaseException:
+            self.close()
+            for path in (self.warc_path, self.decisions_path):
+                path.unlink(missing_ok=True)
+            raise
 
-    def write(self, batch: list[Entry]) -> None:
-        assert self._warc is not None and self._decisions is not None
-        decisions = []
-        for entry in batch:
-            if isinstance(entry, dict):
-                decisions.append(entry)
-            else:
-                self._warc.write(entry)
-        if decisions:
-            self._decisions.write(decisions)
-        self._flush()
+    def write(self, warc: list[WarcEntry | bytes], decisions: bytes) -> None:
+        """Append *warc* records (built here: a body may take milliseconds to compress) and *decisions* bytes."""
+        records = b"".join(entry if isinstance(entry, bytes) else self._warc.record(entry) for entry in warc)
+        for file, data in zip(self._files, (records, decisions), strict=True):
+            view = memoryview(data)
+            while view:
+                view = view[file.write(view) or 0 :]
+        if time.monotonic() - self._synced_at >= SYNC_SECONDS:
+            self.sync()
 
-    def close(self) -> None:
-        if self._decisions is not None:
-            self._decisions.finish()
-            self._flush(sync=True)
+    def sync(self) -> None:
         for file in self._files:
-            file.close()
-        self._files = []
+            os.fsync(file.fileno())
+        self._synced_at = time.monotonic()
 
-    def _flush(self, sync: bool = False) -> None:
-        for file in self._files:
-            file.flush()
-        if sync or time.monotonic() - self._synced_at >= SYNC_SECONDS:
+    def close(self, last: bytes = b"") -> None:
+        try:
+            if last:
+                self.write([], last)
+                self.sync()
+        finally:
             for file in self._files:
-                os.fsync(file.fileno())
-            self._synced_at = time.monotonic()
+                file.close()
+            self._files = []
 
 
 class RecordUnwritable(OSError):
@@ -119,37 +131,44 @@ class RecordUnwritable(OSError):
 
 
 class Journal:
-    """Batches entries on the crawl's loop and hands each batch to one writing thread, while the next fills.
-    :meth:`written` says when all entries added so far are on the operating system's side."""
+    """Batches entries on the crawl's loop and hands each batch to one writing thread while the next fills (group
+    commit). :meth:`written` says when all entries added so far are on the operating system's side; the files are
+    synced to disk at most ``SYNC_SECONDS`` after a write."""
 
-    def __init__(self, files: RecordFiles, failed: Callable[[OSError], None], max_pending: int) -> None:
+    def __init__(self, files: RecordFiles, failed: Callable[[RecordUnwritable], None], max_pending: int) -> None:
         self._files = files
         self._failed = failed
         self._max_pending = max_pending
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="robotstxt-record")
-        self._pending: list[Entry] = []
+        self._decisions = DecisionsEncoder()
+        self._warc: list[WarcEntry] = []
         self._pending_waiters: list[Deferred[None]] = []
         self._flight_waiters: list[Deferred[None]] | None = None  # None: no batch being written
+        self._idle: list[Deferred[None]] = []  # close's wait for the writing to stop
+        self._sync_timer: loop.Timer | None = None
         self._closed = False
-        self.error: OSError | None = None
+        self.error: RecordUnwritable | None = None
 
     @property
     def backlogged(self) -> bool:
         """Whether entries wait beyond the bound: callers that can, wait or leave the work to a later step."""
-        return len(self._pending) >= self._max_pending
+        return len(self._decisions) + len(self._warc) >= self._max_pending
 
     def add(self, entry: Entry) -> None:
         if self.error is not None or self._closed:
             return
-        self._pending.append(entry)
+        if isinstance(entry, dict):
+            self._decisions.add(entry)
+        else:
+            self._warc.append(entry)
         self._start()
 
     def written(self) -> Deferred[None] | None:
         """A Deferred fired once every entry added so far is written (errback: :class:`RecordUnwritable`); None if
         that is so already."""
         if self.error is not None:
-            return fail(RecordUnwritable(str(self.error)))
-        waiters = self._pending_waiters if self._pending else self._flight_waiters
+            return fail(self.error)
+        waiters = self._pending_waiters if (self._warc or len(self._decisions)) else self._flight_waiters
         if waiters is None:
             return None
         waiter: Deferred[None] = Deferred()
@@ -157,17 +176,20 @@ class Journal:
         return waiter
 
     async def close(self) -> None:
+        """Write what is left, end the gzip stream, sync and close the files."""
         self._closed = True
-        while self._flight_waiters is not None:
-            waiter: Deferred[None] = Deferred()
-            self._flight_waiters.append(waiter)
-            try:
-                await maybe_deferred_to_future(waiter)
-            except RecordUnwritable:
-                break
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+        if self._flight_waiters is not None:
+            idle: Deferred[None] = Deferred()
+            self._idle.append(idle)
+            await maybe_deferred_to_future(idle)
         try:
-            await loop.in_executor(self._executor, self._files.close)
-        except OSError as exc:
+            if self.error is None:
+                await loop.in_executor(self._executor, self._files.close, self._decisions.finish())
+            else:
+                await loop.in_executor(self._executor, self._files.close)
+        except Exception as exc:
             self._fail(exc)
         finally:
             self._executor.shutdown(wait=False)
@@ -178,32 +200,62 @@ class Journal:
             deferred_from_coro(self._drain())
 
     async def _drain(self) -> None:
+        """Write batch after batch while entries come; every waiter is released here, whatever happens."""
         try:
-            while self._pending and self.error is None:
-                batch, self._pending = self._pending, []
+            while (self._warc or len(self._decisions)) and self.error is None:
+                warc, self._warc = self._warc, []
+                decisions = self._decisions.take()
                 self._flight_waiters, self._pending_waiters = self._pending_waiters, []
-                await loop.in_executor(self._executor, self._files.write, batch)
+                await loop.in_executor(self._executor, self._files.write, warc, decisions)
                 self._release(self._flight_waiters)
-                self._flight_waiters = []
-        except OSError as exc:
+            if self._sync_timer is None and not self._closed:
+                self._sync_timer = loop.call_later(SYNC_SECONDS, self._sync)
+        except Exception as exc:  # whatever it is, the batch is not on record
             self._fail(exc)
         finally:
             waiters, self._flight_waiters = self._flight_waiters or [], None
             self._release(waiters)
+            self._release(self._idle)
 
-    def _fail(self, exc: OSError) -> None:
+    def _sync(self) -> None:
+        """Sync what the last writes left unsynced, at most SYNC_SECONDS after them."""
+        self._sync_timer = None
+        if self.error is None and not self._closed and self._flight_waiters is None:
+            self._flight_waiters = []
+            deferred_from_coro(self._synced())
+
+    async def _synced(self) -> None:
+        try:
+            await loop.in_executor(self._executor, self._files.sync)
+        except Exception as exc:
+            self._fail(exc)
+        finally:
+            waiters, self._flight_waiters = self._flight_waiters or [], None
+            self._release(waiters)
+            self._release(self._idle)
+            if self._warc or len(self._decisions):
+                self._start()
+
+    def _fail(self, exc: BaseException) -> None:
         if self.error is not None:
             return
-        self.error = exc
-        self._pending = []
-        self._release(self._pending_waiters)
-        self._pending_waiters = []
-        self._failed(exc)
+        self.error = exc if isinstance(exc, RecordUnwritable) else RecordUnwritable(describe(exc))
+        self._warc = []
+        self._decisions = DecisionsEncoder()
+        pending, self._pending_waiters = self._pending_waiters, []
+        self._release(pending)
+        self._failed(self.error)
 
     def _release(self, waiters: list[Deferred[None]]) -> None:
-        for waiter in waiters:
+        # Swapped out first: a waiter's callback may add to the list (under a reactor that resumes it at once).
+        ready = waiters[:]
+        waiters.clear()
+        for waiter in ready:
             if self.error is not None:
-                waiter.errback(RecordUnwritable(str(self.error)))
+                waiter.errback(self.error)
             else:
                 waiter.callback(None)
-        waiters.clear()
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else str(exc)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from http import HTTPStatus
 from io import BytesIO
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 ORIGIN_HEADER = "WARC-Robots-Origin"
+#: Bodies remembered for revisits at most: past them a body is written again (a larger file, as correct).
+MAX_HELD = 10_000
 OUTCOME_FIELD = "outcome"
 # Headers describing a transfer Scrapy already undid: kept under another name, as warcprox and pywb do, so that a
 # reader does not undo it again on the body as recorded.
@@ -81,18 +84,34 @@ def _sha1(body: bytes) -> str:
 
 
 class WarcFile:
-    """Writes records to an open binary file; remembers (up to *max_bodies*) the bodies written, for revisits."""
+    """Builds the file's records, each its own gzip member (as ``.warc.gz`` files are), remembering up to
+    *max_bodies* of the bodies written, for revisits."""
 
-    def __init__(self, out: BinaryIO, max_bodies: int) -> None:
-        self._writer = WARCWriter(out, gzip=True, warc_version="1.1")
+    def __init__(self, max_bodies: int) -> None:
+        self._buffer = BytesIO()
+        self._writer = WARCWriter(self._buffer, gzip=False, warc_version="1.1")
         # Digest of the body parsed -> (record ID, URI, date, payload digest) of the record holding it.
         self._held: OrderedDict[str, tuple[str, str, str, str]] = OrderedDict()
-        self._max_bodies = max(1, max_bodies)
+        self._max_bodies = max(1, min(max_bodies, MAX_HELD))
 
-    def info(self, filename: str, fields: Mapping[str, str]) -> None:
+    def info(self, filename: str, fields: Mapping[str, str]) -> bytes:
         self._writer.write_record(self._writer.create_warcinfo_record(filename, dict(fields)))
+        return self._take()
 
-    def write(self, entry: Answer | Failure | SharedBody) -> None:
+    def record(self, entry: Answer | Failure | SharedBody) -> bytes:
+        """The record of *entry*, gzipped; b"" for a shared body this file holds already."""
+        self._write(entry)
+        return self._take()
+
+    def _take(self) -> bytes:
+        # Level 6, not warcio's 9: twice as fast on robots.txt bodies, 1.5 % larger.
+        gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
+        data = gzip.compress(self._buffer.getvalue()) + gzip.flush() if self._buffer.tell() else b""
+        self._buffer.seek(0)
+        self._buffer.truncate()
+        return data
+
+    def _write(self, entry: Answer | Failure | SharedBody) -> None:
         if isinstance(entry, Answer):
             self._answer(entry)
         elif isinstance(entry, Failure):
