@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.utils.defer import maybe_deferred_to_future
 
 from .._record.entries import derived, timestamp
 from .._record.journal import Journal, RecordFiles, RecordUnwritable, file_stem, now
@@ -149,7 +148,7 @@ class ComplianceRecord:
             waiter = self._journal.written()
             if waiter is not None:
                 with suppress(RecordUnwritable):
-                    await maybe_deferred_to_future(waiter)
+                    await waiter
 
     async def written(self) -> None:
         """Return once every decision made so far is written; raise :class:`RobotsTxtFault` if it cannot be."""
@@ -157,6 +156,6 @@ class ComplianceRecord:
         if waiter is None:
             return
         try:
-            await maybe_deferred_to_future(waiter)
+            await waiter
         except RecordUnwritable as exc:
             raise RobotsTxtFault(f"compliance record unwritable ({exc}): not downloaded") from None

@@ -3,6 +3,7 @@ operating system before the requests it decided go on (group commit), and synced
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -15,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from twisted.internet.defer import Deferred, fail
+from twisted.internet.defer import Deferred
 
 from .._crawl import loop
 from .entries import timestamp
 from .warc import WarcFile
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from .warc import Answer, Failure, SharedBody
 
@@ -126,6 +127,42 @@ class RecordFiles:
             self._files = []
 
 
+class _Written:
+    """The end of one batch's writing, which every request of the batch awaits: under asyncio one future they all
+    await (shielded: a request cancelled must not cancel the others' wait), else a Deferred each."""
+
+    __slots__ = ("_deferreds", "_future")
+
+    def __init__(self) -> None:
+        try:
+            self._future: asyncio.Future[None] | None = asyncio.get_running_loop().create_future()
+        except RuntimeError:
+            self._future = None
+        self._deferreds: list[Deferred[None]] = []
+
+    def wait(self) -> Awaitable[None]:
+        if self._future is not None:
+            return asyncio.shield(self._future)
+        waiter: Deferred[None] = Deferred()
+        self._deferreds.append(waiter)
+        return waiter
+
+    def settle(self, error: BaseException | None) -> None:
+        future, self._future = self._future, None
+        if future is not None and not future.done():
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+                future.exception()  # retrieved: a batch nobody waited for logs nothing
+        deferreds, self._deferreds = self._deferreds, []
+        for waiter in deferreds:
+            if error is None:
+                waiter.callback(None)
+            else:
+                waiter.errback(error)
+
+
 class RecordUnwritable(OSError):
     """The record could not be written: what it should hold is lost from this point."""
 
@@ -142,8 +179,8 @@ class Journal:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="robotstxt-record")
         self._decisions = DecisionsEncoder()
         self._warc: list[WarcEntry] = []
-        self._pending_waiters: list[Deferred[None]] = []
-        self._flight_waiters: list[Deferred[None]] | None = None  # None: no batch being written
+        self._pending_written: _Written | None = None  # the end of the batch filling, once awaited
+        self._flight: _Written | None = None  # the end of the batch being written; None: none is
         self._idle: list[Deferred[None]] = []  # close's wait for the writing to stop
         self._sync_timer: loop.Timer | None = None
         self._closed = False
@@ -163,24 +200,23 @@ class Journal:
             self._warc.append(entry)
         self._start()
 
-    def written(self) -> Deferred[None] | None:
-        """A Deferred fired once every entry added so far is written (errback: :class:`RecordUnwritable`); None if
+    def written(self) -> Awaitable[None] | None:
+        """An awaitable done once every entry added so far is written (raises :class:`RecordUnwritable`); None if
         that is so already."""
         if self.error is not None:
-            return fail(self.error)
-        waiters = self._pending_waiters if (self._warc or len(self._decisions)) else self._flight_waiters
-        if waiters is None:
-            return None
-        waiter: Deferred[None] = Deferred()
-        waiters.append(waiter)
-        return waiter
+            return _raising(self.error)
+        if self._warc or len(self._decisions):
+            if self._pending_written is None:
+                self._pending_written = _Written()
+            return self._pending_written.wait()
+        return None if self._flight is None else self._flight.wait()
 
     async def close(self) -> None:
         """Write what is left, end the gzip stream, sync and close the files."""
         self._closed = True
         if self._sync_timer is not None:
             self._sync_timer.cancel()
-        if self._flight_waiters is not None:
+        if self._flight is not None:
             idle: Deferred[None] = Deferred()
             self._idle.append(idle)
             await maybe_deferred_to_future(idle)
@@ -195,8 +231,8 @@ class Journal:
             self._executor.shutdown(wait=False)
 
     def _start(self) -> None:
-        if self._flight_waiters is None and self.error is None:
-            self._flight_waiters = []
+        if self._flight is None and self.error is None:
+            self._flight = _Written()
             deferred_from_coro(self._drain())
 
     async def _drain(self) -> None:
@@ -205,23 +241,21 @@ class Journal:
             while (self._warc or len(self._decisions)) and self.error is None:
                 warc, self._warc = self._warc, []
                 decisions = self._decisions.take()
-                self._flight_waiters, self._pending_waiters = self._pending_waiters, []
+                self._flight, self._pending_written = self._pending_written or _Written(), None
                 await loop.in_executor(self._executor, self._files.write, warc, decisions)
-                self._release(self._flight_waiters)
+                self._flight.settle(None)
             if self._sync_timer is None and not self._closed:
                 self._sync_timer = loop.call_later(SYNC_SECONDS, self._sync)
         except Exception as exc:  # whatever it is, the batch is not on record
             self._fail(exc)
         finally:
-            waiters, self._flight_waiters = self._flight_waiters or [], None
-            self._release(waiters)
-            self._release(self._idle)
+            self._ended()
 
     def _sync(self) -> None:
         """Sync what the last writes left unsynced, at most SYNC_SECONDS after them."""
         self._sync_timer = None
-        if self.error is None and not self._closed and self._flight_waiters is None:
-            self._flight_waiters = []
+        if self.error is None and not self._closed and self._flight is None:
+            self._flight = _Written()
             deferred_from_coro(self._synced())
 
     async def _synced(self) -> None:
@@ -230,11 +264,18 @@ class Journal:
         except Exception as exc:
             self._fail(exc)
         finally:
-            waiters, self._flight_waiters = self._flight_waiters or [], None
-            self._release(waiters)
-            self._release(self._idle)
+            self._ended()
             if self._warc or len(self._decisions):
                 self._start()
+
+    def _ended(self) -> None:
+        """The writing stopped: release the batch in flight (if not yet) and close's wait."""
+        flight, self._flight = self._flight, None
+        if flight is not None:
+            flight.settle(self.error)
+        idle, self._idle = self._idle, []
+        for waiter in idle:
+            waiter.callback(None)
 
     def _fail(self, exc: BaseException) -> None:
         if self.error is not None:
@@ -242,19 +283,14 @@ class Journal:
         self.error = exc if isinstance(exc, RecordUnwritable) else RecordUnwritable(describe(exc))
         self._warc = []
         self._decisions = DecisionsEncoder()
-        pending, self._pending_waiters = self._pending_waiters, []
-        self._release(pending)
+        pending, self._pending_written = self._pending_written, None
+        if pending is not None:
+            pending.settle(self.error)
         self._failed(self.error)
 
-    def _release(self, waiters: list[Deferred[None]]) -> None:
-        # Swapped out first: a waiter's callback may add to the list (under a reactor that resumes it at once).
-        ready = waiters[:]
-        waiters.clear()
-        for waiter in ready:
-            if self.error is not None:
-                waiter.errback(self.error)
-            else:
-                waiter.callback(None)
+
+async def _raising(error: BaseException) -> None:
+    raise error
 
 
 def describe(exc: BaseException) -> str:
