@@ -16,14 +16,16 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from twisted.web.server import NOT_DONE_YET
 from warcio.archiveiterator import ArchiveIterator
 
 from scrapy_robots_coccoc import verify
 
-from .crawling import bad_records, crawl, stat
+from .crawling import bad_records, bounded_crawl, crawl, stat, unaccounted
 from .redis_worker import SELECT_REACTOR
 from .redisserver import workers
-from .sites import LoopbackSite, Page, robots, site_with, unused_port
+from .sites import HostileSite, LoopbackSite, Page, robots, site_with, unused_port
+from .test_fetch_bodies import gzip_bomb
 
 RULES_V1 = "User-agent: *\nDisallow: /private\nCrawl-delay: 0.1\n"
 RULES_V2 = "User-agent: *\nDisallow: /private\nDisallow: /p4\nCrawl-delay: 0.1\n"
@@ -123,6 +125,39 @@ async def test_usage_and_crawl_delay_decisions_are_recorded(sites, tmp_path, cap
     assert by_url[slow.url("/y")]["decision"] == "over_cap"
     assert by_url[slow.url("/y")]["rule"] == "Crawl-delay: 30"
     assert verified(tmp_path, capsys)[0] == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_hostile_sites_and_a_failing_store_leave_every_request_ended_and_a_record_that_verifies(
+    sites, tmp_path, caplog, capsys
+):
+    """A 1.2 MB robots.txt (cut at the bound), a gzip bomb, a redirect off the web, a robots.txt that never
+    answers, all through a RedisStore whose server is not there: every request ends, downloaded or dropped with
+    an exception its errback sees, and the record of it all verifies."""
+    huge, bomb, off_web, silent = sites(
+        LoopbackSite(pages={"/robots.txt": robots(RULES_V1 + "# filler\n" * 150_000)}),
+        LoopbackSite(pages={"/robots.txt": Page(gzip_bomb(), headers={"Content-Encoding": "gzip"})}),
+        LoopbackSite(pages={"/robots.txt": Page(status=301, headers={"Location": "file:///etc/passwd"})}),
+        HostileSite(),
+    )
+    silent.handlers["/robots.txt"] = lambda request: NOT_DONE_YET
+    urls = [site.url(path) for site in (huge, bomb, off_web, silent) for path in ("/a", "/private/x")]
+    settings = {
+        "ROBOTSTXT_RECORD_DIR": str(tmp_path),
+        "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
+        "ROBOTSTXT_REDIS_URL": f"redis://127.0.0.1:{unused_port('127.0.0.1')}/0",
+        "DOWNLOAD_TIMEOUT": 1,
+    }
+    crawler = await bounded_crawl(settings, urls=urls, follow=False)
+    assert not unaccounted(crawler, urls)
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []
+    failures = {url: type(exc).__name__ for url, exc in crawler.spider.failures.items()}
+    assert failures[huge.url("/private/x")] == failures[bomb.url("/private/x")] == "RobotsTxtForbidden"
+    assert off_web.url("/private/x") in crawler.spider.crawled  # a redirect not followed: unrestricted
+    assert failures[silent.url("/a")] == "OriginUnavailable"
+    assert {entry["url"] for entry in decisions(tmp_path)} == set(urls)
+    code, out = verified(tmp_path, capsys)
+    assert code == 0, out
 
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
