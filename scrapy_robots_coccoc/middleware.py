@@ -82,6 +82,7 @@ class RobotsTxtMiddleware:
         max_retries = _settings.count(settings, "ROBOTSTXT_MAX_RETRIES", 1)
         max_origins = _settings.count(settings, "ROBOTSTXT_MAX_ORIGINS", 100_000, minimum=1)
         self._unusable: RobotsTxtFault | None = None
+        self._finish_reason = STORE_UNUSABLE  # of a crawl stopped because of _unusable
         store = self._build_store(crawler, max_origins)
         self._record = self._build_record(crawler, max_origins)
         fetcher = RobotsTxtFetcher(
@@ -159,8 +160,7 @@ class RobotsTxtMiddleware:
             return build_from_crawler(load_object(path), crawler)
         except StoreSetupError as exc:
             logger.error("ROBOTSTXT_STORE %s: %s. The crawl stops.", path, exc, extra={"crawler": crawler})
-            self._unusable = RobotsTxtFault(f"ROBOTSTXT_STORE unusable: {exc}")
-            crawler.signals.connect(self._stop, signal=signals.engine_started)
+            self._stop_at_start(f"ROBOTSTXT_STORE unusable: {exc}", STORE_UNUSABLE)
             return MemoryStore(max_origins)
 
     def _build_record(self, crawler: Crawler, max_origins: int) -> ComplianceRecord | None:
@@ -178,19 +178,23 @@ class RobotsTxtMiddleware:
                 exc,
                 extra={"crawler": crawler},
             )
-            self._unusable = RobotsTxtFault(f"compliance record unwritable: {exc}")
-            crawler.signals.connect(lambda: self._stop(RECORD_UNWRITABLE), signal=signals.engine_started, weak=False)
+            self._stop_at_start(f"compliance record unwritable: {exc}", RECORD_UNWRITABLE)
             return None
 
-    def _stop(self, reason: str = STORE_UNUSABLE) -> None:
-        engine = self.crawler.engine
+    def _stop_at_start(self, cause: str, reason: str) -> None:
+        """Decide no request (each fails with *cause*), and close the spider with *reason* once the engine runs."""
+        self._unusable, self._finish_reason = RobotsTxtFault(cause), reason
+        self.crawler.signals.connect(self._stop, signal=signals.engine_started)
+
+    def _stop(self) -> None:
+        engine, reason = self.crawler.engine, self._finish_reason
         # A turn later: the engine runs once engine_started has been sent.
         loop.call_later(0, lambda: compat.close_spider(engine, reason))
 
     def _record_failed(self, cause: str) -> None:
         """The record cannot be written: no request is decided from now on, and the crawl stops."""
-        self._unusable = RobotsTxtFault(cause)
-        self._stop(RECORD_UNWRITABLE)
+        self._unusable, self._finish_reason = RobotsTxtFault(cause), RECORD_UNWRITABLE
+        self._stop()
 
     @staticmethod
     def _check_middlewares(crawler: Crawler) -> bool:
@@ -379,14 +383,13 @@ class RobotsTxtMiddleware:
     def _decide(self, request: Request, origin: str, state: OriginState) -> RobotsTxt | None:
         """Raise the exception *request* is dropped with, if any; return the rules that let it go (None: none).
         The compliance record, if kept, gets a drop here; a request let go, once it leaves for the downloader."""
-        if self._record is None:
-            return self._verdict(request, origin, state)
         try:
             return self._verdict(request, origin, state)
         except (RobotsTxtForbidden, UsageDisallowed, OriginUnavailable) as dropped:
-            # A Crawl-delay is the crawl robot's, whatever the request's agent.
-            agent = self._crawl_agent if isinstance(dropped, CrawlDelayOverCap) else self._user_agent_of(request)
-            self._record.decided(request, origin, agent, state, dropped)
+            if self._record is not None:
+                # A Crawl-delay is the crawl robot's, whatever the request's agent.
+                agent = self._crawl_agent if isinstance(dropped, CrawlDelayOverCap) else self._user_agent_of(request)
+                self._record.decided(request, origin, agent, state, dropped)
             raise
 
     def _verdict(self, request: Request, origin: str, state: OriginState) -> RobotsTxt | None:

@@ -119,11 +119,19 @@ class ComplianceRecord:
         decision = decision_of(reason)
         robots = state.robots if state is not None and not state.unavailable else None
         moment = datetime.now(timezone.utc)
-        entry: dict[str, Any] = {"time": timestamp(moment), "url": request.url, "origin": origin, "agent": agent}
-        entry.update(derived(robots, request.url, agent, self._purposes, decision, moment))
-        entry["decision"] = decision
-        entry["robots"] = state.answer if state is not None else f"fault: {reason}"
-        entry["usage"] = entry.pop("usage")  # the fields in their documented order
+        fields = derived(robots, request.url, agent, self._purposes, decision, moment)
+        entry: dict[str, Any] = {  # the fields in their documented order
+            "time": timestamp(moment),
+            "url": request.url,
+            "origin": origin,
+            "agent": agent,
+            "decision": decision,
+            "group": fields["group"],
+            "rule": fields["rule"],
+            "line": fields["line"],
+            "robots": state.answer if state is not None else f"fault: {reason}",
+            "usage": fields["usage"],
+        }
         self._journal.add(entry)
 
     def _shared(self, origin: str, body: bytes) -> None:
