@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zlib
 from typing import Any
 
 import pytest
@@ -36,29 +37,33 @@ pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-
 # --- Values read back ---
 
 
-FRESH = {"outcome": "rules", "body": "User-agent: *\nDisallow: /", "expires_at": "{soon}"}
+BODY = zlib.compress(b"User-agent: *\nDisallow: /")
+FRESH = b"rules {soon}\n" + BODY
 
 
 POISONS = {
-    "wrong type": b"\x00\xff garbage",
-    "garbage outcome": {**FRESH, "outcome": b"\xff\xfe"},  # fresh expiry: must not pass for fresh
-    "missing outcome": {k: v for k, v in FRESH.items() if k != "outcome"},
-    "missing expiry": {k: v for k, v in FRESH.items() if k != "expires_at"},
-    "missing body": {k: v for k, v in FRESH.items() if k != "body"},
-    "garbage expiry": {**FRESH, "expires_at": "soon"},
-    "infinite expiry": {**FRESH, "expires_at": "inf"},
-    "nan expiry": {**FRESH, "expires_at": "nan"},
-    "unbelievably far expiry": {**FRESH, "expires_at": "1e300"},
+    # Another version's state, or a hand's.
+    "wrong type": {"outcome": "rules", "body": "User-agent: *\nDisallow: /", "expires_at": "{soon}"},
+    "no header": b"\x00\xff garbage",
+    "garbage outcome": b"\xff\xfe {soon}\n" + BODY,  # fresh expiry: must not pass for fresh
+    "missing expiry": b"rules\n" + BODY,
+    "garbage expiry": b"rules soon\n" + BODY,
+    "infinite expiry": b"rules inf\n" + BODY,
+    "nan expiry": b"rules nan\n" + BODY,
+    "unbelievably far expiry": b"rules 1e300\n" + BODY,
     # Fresh to Lua's tonumber() or to Python's float(), not both: neither
     # side may take it as fresh (a claim refused while get() finds nothing
     # held every worker back until the claim's deadline).
-    "hexadecimal expiry": {**FRESH, "expires_at": "{soon_hex}"},
-    "expiry with underscores": {**FRESH, "expires_at": "{soon_underscores}"},
+    "hexadecimal expiry": b"rules {soon_hex}\n" + BODY,
+    "expiry with underscores": b"rules {soon_underscores}\n" + BODY,
+    # Fresh to Lua, which cannot decompress: the claim trusts what get() read.
+    "body not compressed": b"rules {soon}\nUser-agent: *\nDisallow: /",
+    "body cut short": b"rules {soon}\n" + BODY[:-6],
+    "compressed bomb": b"rules {soon}\n" + zlib.compress(b"Disallow: /\n" * 50_000, 9),
     # Larger than any worker writes: never read whole.
-    "oversized body": {**FRESH, "body": "Disallow: /\n" * 50_000},
-    "oversized outcome": {**FRESH, "outcome": "rules" * 200_000},
+    "oversized": b"rules {soon}\n" + b"x" * 600_000,
     # A fresh expiry to both sides but for its size.
-    "oversized expiry": {**FRESH, "expires_at": "{soon_padded}"},
+    "oversized expiry": b"rules {soon_padded}\n" + BODY,
 }
 
 
@@ -68,16 +73,18 @@ async def test_unreadable_state_is_missing_with_one_warning_and_a_fetch_replaces
     poison, redis_server, new_store, caplog
 ):
     value = POISONS[poison]
+    soon = int(time.time() + 600)
+    spelled = {
+        "{soon}": repr(soon + 0.5),
+        "{soon_hex}": hex(soon),
+        "{soon_underscores}": f"{soon:_}",
+        "{soon_padded}": "0" * 600_000 + repr(soon + 0.5),
+    }
     if isinstance(value, bytes):
+        for name, spelling in spelled.items():
+            value = value.replace(name.encode(), spelling.encode())
         redis_server.client.set(key("state"), value)
     else:
-        soon = int(time.time() + 600)
-        spelled = {
-            "{soon}": repr(soon + 0.5),
-            "{soon_hex}": hex(soon),
-            "{soon_underscores}": f"{soon:_}",
-            "{soon_padded}": "0" * 600_000 + repr(soon + 0.5),
-        }
         redis_server.client.hset(key("state"), mapping={k: spelled.get(v, v) for k, v in value.items()})
     store = new_store()
 
@@ -214,7 +221,7 @@ async def test_close_waits_for_the_writes_under_way(redis_server, new_store):
         writes = [store.set(ORIGIN, state, b""), store.release(other)]
         await settle(store.close())
     assert all(write.called for write in writes)
-    assert redis_server.client.hget(key("state"), "outcome") == b"unrestricted"
+    assert redis_server.client.get(key("state")).startswith(b"unrestricted ")
     assert redis_server.client.exists(key("fetching", other)) == 0
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from twisted.internet.interfaces import IReactorTime
 
 _T = TypeVar("_T")
+_A = TypeVar("_A")
 
 
 def clock() -> IReactorTime:
@@ -56,7 +57,8 @@ async def pause() -> None:
     await asyncio.sleep(0)
 
 
-async def in_thread(function: Callable[[int], _T], argument: int) -> _T:
+async def in_thread(function: Callable[[_A], _T], argument: _A) -> _T:
+    """*function* run in the loop's default pool of threads: work too long to do on the reactor."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:

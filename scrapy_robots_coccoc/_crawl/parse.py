@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet.threads import deferToThread
+from functools import partial
 
 from .._parser import RobotsTxt
+from .loop import in_thread
 
 #: Sent with ``origin`` and ``body`` when a store gives this process rules it did not fetch: the compliance record
 #: keeps each body a decision is made by.
@@ -20,11 +18,7 @@ PARSE_IN_THREAD_BYTES = 64 * 1024
 async def parsed(body: bytes, agent: str) -> RobotsTxt:
     if len(body) <= PARSE_IN_THREAD_BYTES:
         return parse_for(body, agent)
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return await maybe_deferred_to_future(deferToThread(parse_for, body, agent))
-    return await loop.run_in_executor(None, parse_for, body, agent)
+    return await in_thread(partial(parse_for, agent=agent), body)
 
 
 def parse_for(body: bytes, agent: str) -> RobotsTxt:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 import uuid
 from collections import OrderedDict
@@ -20,13 +19,14 @@ from twisted.internet.defer import Deferred, DeferredList
 from .._crawl import loop
 from .._crawl import settings as _settings
 from .._crawl.pacing import turns_horizon
-from .._crawl.parse import _body_shared, parsed
-from .._parser import MAX_BYTES
+from .._crawl.parse import PARSE_IN_THREAD_BYTES, _body_shared, parsed
 from .._record.entries import digest
+from . import redisstate
 from .base import OriginState
 from .memory import MemoryStore
 from .redisclient import SCRIPTS, AsyncioRedis, ThreadedRedis, redis_client
 from .redisclock import RedisClock
+from .redisstate import MAX_STORED, finite
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -36,12 +36,6 @@ if TYPE_CHECKING:
     from .base import MaybeAwaitable
 
 logger = logging.getLogger(__name__)
-
-# Stored outcome -> (has rules, unavailable).
-OUTCOMES = {b"rules": (True, False), b"unrestricted": (False, False), b"unavailable": (False, True)}
-
-# Plain decimal only, as we write numbers, so Python and Lua agree (tonumber() takes "0x6b", float() "1_000").
-_DECIMAL = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?")
 
 
 class RedisStore:
@@ -111,6 +105,8 @@ class RedisStore:
         self._slow_until = 0.0
         self._warned_slow = False
         self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Origins whose shared state this worker could not read: its claim does not take that state for fresh.
+        self._distrusted: OrderedDict[str, None] = OrderedDict()
         # Origin -> (spacing, callers) of the turns its next call reserves; origins with a call under way.
         self._queued: dict[str, tuple[float, list[Deferred[float]]]] = {}
         self._reserving: set[str] = set()
@@ -162,7 +158,7 @@ class RedisStore:
         if not isinstance(message, bytes):
             return
         origin, _, until = message.rpartition(b" ")
-        end = _finite(until)
+        end = finite(until)
         if not origin or end is None:
             return
         end -= self._clock.turn_offset()
@@ -190,6 +186,8 @@ class RedisStore:
 
     def set(self, origin: str, state: OriginState, body: bytes | None = b"") -> MaybeAwaitable[None]:
         self._local.set(origin, state)
+        if body is not None:
+            self._distrusted.pop(origin, None)
         return self._ending_claim(origin, lambda: self._set_shared(origin, state, body))
 
     def claim(self, origin: str, seconds: float) -> MaybeAwaitable[bool]:
@@ -249,7 +247,7 @@ class RedisStore:
         if not isinstance(answer, list):
             return
         for origin, until in zip(answer[::2], answer[1::2], strict=False):
-            end = _finite(until) if isinstance(until, bytes) else None
+            end = finite(until) if isinstance(until, bytes) else None
             if isinstance(origin, bytes) and end is not None and end - offset <= now + self._max_age:
                 self._local.pause(origin.decode(errors="replace"), end - offset)
 
@@ -296,7 +294,7 @@ class RedisStore:
 
     async def _get_shared(self, origin: str, local: OriginState | None) -> OriginState | None:
         sent = time.time()
-        answer = await self._run("read", [self._key(origin, "state")], [MAX_BYTES])
+        answer = await self._run("read", [self._key(origin, "state")], [MAX_STORED])
         if answer is None:
             return local
         seconds, microseconds, kind, *found = answer
@@ -304,30 +302,26 @@ class RedisStore:
         if kind == b"none":
             return local
         if kind == b"oversized":
-            return self._unreadable(origin, "size", "a state larger than any robots.txt; ignored", local)
+            return self._unreadable_state(origin, "size", "a state larger than any robots.txt; ignored", local)
         if not found:
-            return self._unreadable(
-                origin, "type", f"the state is a Redis {kind.decode(errors='replace')}, not a hash; ignored", local
+            return self._unreadable_state(
+                origin, "type", f"the state is a Redis {kind.decode(errors='replace')}, not a string; ignored", local
             )
-        raw_outcome, body, raw_expiry = found[0]
-        outcome = OUTCOMES.get(raw_outcome)
-        if outcome is None:
-            return self._unreadable(origin, "outcome", f"outcome {raw_outcome!r}; ignored", local)
-        expires_at = _finite(raw_expiry)
-        if expires_at is None or expires_at > time.time() + self._max_age:
-            return self._unreadable(origin, "expiry", f"expiry {raw_expiry!r}; ignored", local)
-        if body is None:
-            return self._unreadable(origin, "body", "a state without body; ignored", local)
-        if local is not None and local.expires_at == expires_at:
+        stored = redisstate.decode(found[0])
+        if isinstance(stored, redisstate.Unreadable):
+            return self._unreadable_state(origin, stored.kind, stored.problem, local)
+        if stored.expires_at > time.time() + self._max_age:
+            return self._unreadable_state(origin, "expiry", f"expiry {stored.expires_at!r}; ignored", local)
+        self._distrusted.pop(origin, None)
+        if local is not None and local.expires_at == stored.expires_at:
             return local  # the same fetch: no need to parse it again
-        has_rules, unavailable = outcome
-        if not has_rules:
-            # Without rules the body slot holds the answer (earlier versions left it empty).
-            state = OriginState(None, unavailable, expires_at, body.decode("utf-8", "replace"))
+        if not stored.has_rules:
+            state = OriginState(None, stored.unavailable, stored.expires_at, stored.body.decode("utf-8", "replace"))
         else:
-            state = OriginState(await parsed(body, self._agent), unavailable, expires_at, digest(body))
+            robots = await parsed(stored.body, self._agent)
+            state = OriginState(robots, stored.unavailable, stored.expires_at, digest(stored.body))
             if self._signals is not None:
-                self._signals.send_catch_log(_body_shared, origin=origin, body=body)
+                self._signals.send_catch_log(_body_shared, origin=origin, body=stored.body)
         self._local.set(origin, state)
         return state
 
@@ -336,16 +330,21 @@ class RedisStore:
         ttl = math.ceil(min(max(1.0, state.expires_at - time.time()), self._max_age) * 2)
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]
         if body is None:
-            await self._run("keep", keys, [repr(state.expires_at), ttl])
+            await self._run("keep", keys, [repr(state.expires_at), ttl, MAX_STORED])
             return
-        outcome = "unavailable" if state.unavailable else "rules" if state.robots is not None else "unrestricted"
-        kept = body if state.robots is not None else state.answer.encode()
-        await self._run("store", keys, [outcome, kept, repr(state.expires_at), ttl])
+        if state.robots is None:
+            outcome, payload = "unavailable" if state.unavailable else "unrestricted", state.answer.encode()
+        elif len(body) > PARSE_IN_THREAD_BYTES:  # compressing 500 KB takes tens of milliseconds
+            outcome, payload = "rules", await loop.in_thread(redisstate.compress, body)
+        else:
+            outcome, payload = "rules", redisstate.compress(body)
+        await self._run("store", keys, [redisstate.encode(outcome, state.expires_at, payload), ttl])
 
     async def _claim_shared(self, origin: str, seconds: float) -> bool:
         keys = [self._key(origin, "state"), self._key(origin, "fetching")]
         sent = time.time()
-        args = [repr(sent), max(1, int(seconds * 1000)), repr(self._max_age), MAX_BYTES, self._token]
+        distrusted = "1" if origin in self._distrusted else ""
+        args = [repr(sent), max(1, int(seconds * 1000)), repr(self._max_age), MAX_STORED, self._token, distrusted]
         # Under way until the lock is held or refused: a close resuming in between (non-asyncio) waits.
         self._under_way.begin()
         held = False
@@ -490,6 +489,12 @@ class RedisStore:
                 self._round_trip,
             )
 
+    def _unreadable_state(self, origin: str, kind: str, problem: str, local: OriginState | None) -> OriginState | None:
+        self._distrusted[origin] = None
+        if len(self._distrusted) > self.WARNED_ORIGINS:
+            self._distrusted.popitem(last=False)
+        return self._unreadable(origin, kind, problem, local)
+
     def _unreadable(self, origin: str, kind: str, problem: str, local: OriginState | None) -> OriginState | None:
         if (origin, kind) not in self._warned:
             self._warned[origin, kind] = None
@@ -497,14 +502,6 @@ class RedisStore:
                 self._warned.popitem(last=False)
             logger.warning("Redis store holds a bad value for %s: %s", origin, problem)
         return local
-
-
-def _finite(raw: bytes | None) -> float | None:
-    """A stored number, if written in decimal as ours are (see _DECIMAL)."""
-    if raw is None or _DECIMAL.fullmatch(raw) is None:
-        return None
-    value = float(raw)
-    return value if math.isfinite(value) else None
 
 
 class _UnderWay:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 REDIS_REQUIREMENT = "redis 5.0.1 or newer"
 
 # Helpers that check what a script reads: anything may be under our keys (another version, redis-cli).
-_HELPERS = {"read": ("fits",), "claim": ("number", "fits"), "reserve": ("number",)}
+_HELPERS = {"claim": ("number", "header"), "keep": ("number", "header"), "reserve": ("number",)}
 _NAMES = ("read", "store", "keep", "claim", "reserve", "clock", "release", "pause", "pauses")
 
 

@@ -1,20 +1,17 @@
--- Claim the origin's fetch (1) unless a readable, fresh state is stored or
--- a peer holds the lock (0). A lock without expiry is taken over (2); one
--- longer than ours is cut to ours, so that every lock ends.
+-- Claim the origin's fetch (1) unless a fresh state is stored (one the
+-- caller could read) or a peer holds the lock (0). A lock without expiry is
+-- taken over (2); one longer than ours is cut to ours, so that every lock ends.
 -- Returns {that, Redis's clock (seconds, microseconds)}.
 -- KEYS: state, fetching. ARGV: now, lock milliseconds, the longest
--- believable lifetime, the most bytes a field may hold, the worker's token.
+-- believable lifetime, the most bytes a state may hold, the worker's token,
+-- "1" if the caller found the stored state unreadable.
 local t = redis.call('TIME')
 local function claim()
   local now = tonumber(ARGV[1])
-  if redis.call('TYPE', KEYS[1]).ok == 'hash' and fits(KEYS[1], tonumber(ARGV[4])) then
-    local f = redis.call('HMGET', KEYS[1], 'outcome', 'expires_at')
-    local expires = number(f[2])
-    local known = f[1] == 'rules' or f[1] == 'unrestricted' or f[1] == 'unavailable'
-    if known and redis.call('HEXISTS', KEYS[1], 'body') == 1
-        and expires and expires > now and expires <= now + tonumber(ARGV[3]) then
-      return 0
-    end
+  local outcome, expires = header(KEYS[1], tonumber(ARGV[4]))
+  local known = outcome == 'rules' or outcome == 'unrestricted' or outcome == 'unavailable'
+  if known and ARGV[6] ~= '1' and expires and expires > now and expires <= now + tonumber(ARGV[3]) then
+    return 0
   end
   if redis.call('SET', KEYS[2], ARGV[5], 'NX', 'PX', ARGV[2]) then return 1 end
   local ttl = redis.call('PTTL', KEYS[2])

@@ -1,7 +1,5 @@
 -- Replace the state (whatever type the key had) and drop the fetch lock.
--- KEYS: state, fetching. ARGV: outcome, body, expires_at, ttl seconds.
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'outcome', ARGV[1], 'body', ARGV[2], 'expires_at', ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
+-- KEYS: state, fetching. ARGV: the state ("outcome expires_at\n" payload), ttl seconds.
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('DEL', KEYS[2])
 return 1
