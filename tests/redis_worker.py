@@ -167,7 +167,8 @@ def main(redis_url: str, *urls: str) -> None:
 
 def store_calls(redis_url: str) -> None:
     """Concurrent calls of each kind through a RedisStore built for a
-    non-asyncio reactor (so: its own threads), with a lag probe."""
+    non-asyncio reactor (so: its own threads), with a lag probe, and the
+    settings of ``REDIS_WORKER_SETTINGS``."""
     from scrapy.utils.reactor import install_reactor
 
     install_reactor(SELECT_REACTOR)
@@ -178,7 +179,8 @@ def store_calls(redis_url: str) -> None:
     from scrapy_robots_coccoc.stores import OriginState, RedisStore
 
     async def calls(reactor: Any) -> None:
-        crawler = Crawler(Spider, {"REDIS_URL": redis_url, "TWISTED_REACTOR": SELECT_REACTOR})
+        settings = json.loads(os.environ.get(SETTINGS_VARIABLE) or "{}")
+        crawler = Crawler(Spider, {"REDIS_URL": redis_url, "TWISTED_REACTOR": SELECT_REACTOR, **settings})
         store = RedisStore.from_crawler(crawler)
         probe = LagProbe().start()
         origins = [f"http://site{i}.example:80" for i in range(8)]

@@ -61,6 +61,22 @@ class RedisServer:
         self.process.wait()
 
 
+class SharedRedis:
+    """Where a test's RedisStores share state: *url* (a cluster's node when *settings* say
+    ``ROBOTSTXT_REDIS_CLUSTER``), *client* to read what they wrote, *settings* to give a worker."""
+
+    def __init__(self, url: str, client: Any, settings: dict[str, Any]) -> None:
+        self.url = url
+        self.client = client
+        self.settings = settings
+        self.cluster = bool(settings.get("ROBOTSTXT_REDIS_CLUSTER"))
+
+    def async_client(self) -> Any:
+        import redis.asyncio
+
+        return (redis.asyncio.RedisCluster if self.cluster else redis.asyncio.Redis).from_url(self.url)
+
+
 def workers(
     redis_url: str,
     *start_urls: list[str],

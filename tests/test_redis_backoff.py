@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-
 
 
 @pytest_twisted.ensureDeferred
-async def test_one_workers_429_pauses_the_site_for_every_worker(sites, redis_server):
+async def test_one_workers_429_pauses_the_site_for_every_worker(sites, redis_server, shared):
     """Issue 28: a site answering 429 with Retry-After: 2 to one request gets no request of any worker
     within 2 s after it (but for what a peer sent before it could learn of the pause, 0.2 s at most plus a
     round trip)."""
@@ -27,7 +27,9 @@ async def test_one_workers_429_pauses_the_site_for_every_worker(sites, redis_ser
     (site,) = sites(
         LoopbackSite(pages={"/robots.txt": robots("User-agent: *\nDisallow:\n"), "/p0": [limited, Page()], **chain})
     )
-    results = await workers(redis_server.url, [site.url("/q0")], [site.url("/p0")], last_after=1.5)
+    results = await workers(
+        redis_server.url, [site.url("/q0")], [site.url("/p0")], last_after=1.5, settings=shared.settings
+    )
     for _, err, code in results:
         assert code == 0, err.decode()[-3000:]
     stats = [json.loads(out.decode().strip().splitlines()[-1]) for out, _, _ in results]
@@ -46,21 +48,21 @@ def test_a_short_pause_does_not_cut_the_life_of_a_long_one(redis_server):
 
     client, pauses = redis_server.client, "robotstxt:pauses"
     client.flushall()
-    client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://a:443", "1", 3660, pauses)
-    client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://b:443", "1", 61, pauses)
+    client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://a:443", "1", 3660, pauses, "PUBLISH")
+    client.eval(SCRIPTS["pause"], 1, pauses, "4000000000", "https://b:443", "1", 61, pauses, "PUBLISH")
     assert client.ttl(pauses) > 3600
     assert client.zscore(pauses, "https://a:443") == 4000000000
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_pause_reaches_a_listening_peer_at_once_not_at_its_next_read(redis_server, new_store):
+async def test_a_pause_reaches_a_listening_peer_at_once_not_at_its_next_read(shared_store):
     """A peer learnt of a pause only at its next read of the pauses, 0.2 s later at most, letting requests of
     the paused site through meanwhile: the pause is announced, and a listening peer knows it within a round trip."""
     import time
 
     from .redisserver import sleep
 
-    pausing, peer = new_store(), new_store()
+    pausing, peer = shared_store(), shared_store()
     await settle(pausing.warm_up())
     await settle(peer.warm_up())
     peer._polled_at = float("inf")  # the peer never reads the pauses: only the announcement can tell it
@@ -109,8 +111,12 @@ THREADED_LISTENER_SCRIPT = textwrap.dedent(
     from scrapy_robots_coccoc.stores import MemoryStore, RedisStore
     from scrapy_robots_coccoc.stores.redisclient import redis_client
 
-    ORIGIN, CHANNEL = "https://busy:443", "robotstxt:pauses:0"
-    client = redis.Redis.from_url(sys.argv[1])
+    ORIGIN, CHANNEL = "https://busy:443", "{robotstxt:pauses}:0"
+    shared = json.loads(sys.argv[2])
+    cluster = shared.get("ROBOTSTXT_REDIS_CLUSTER")
+    client = (redis.RedisCluster if cluster else redis.Redis).from_url(sys.argv[1])
+    numsub = client.pubsub_shardnumsub if cluster else client.pubsub_numsub
+    publish = client.spublish if cluster else client.publish
 
     def listeners():
         return [t.name for t in threading.enumerate() if t.name == "robotstxt-redis-pauses" and t.is_alive()]
@@ -122,11 +128,11 @@ THREADED_LISTENER_SCRIPT = textwrap.dedent(
         return time.monotonic() - began
 
     async def main():
-        settings = Settings({"TWISTED_REACTOR": SELECT_REACTOR, "REDIS_URL": sys.argv[1]})
+        settings = Settings({"TWISTED_REACTOR": SELECT_REACTOR, "REDIS_URL": sys.argv[1], **shared})
         pausing, peer = (RedisStore(redis_client(settings), MemoryStore(100)) for _ in range(2))
         await pausing.warm_up()
         await peer.warm_up()
-        await until_true(lambda: dict(client.pubsub_numsub(CHANNEL))[CHANNEL.encode()] == 2, 5)
+        await until_true(lambda: dict(numsub(CHANNEL))[CHANNEL.encode()] == 2, 5)
         peer._polled_at = float("inf")  # only the announcement can tell the peer
         told_on = []
         pause_here = peer._local.pause
@@ -141,11 +147,11 @@ THREADED_LISTENER_SCRIPT = textwrap.dedent(
         await peer.close()
         closing = time.monotonic() - began
         ended = await until_true(lambda: not listeners(), 3)
-        client.publish(CHANNEL, ("https://late:443 %r" % (time.time() + 30)).encode())
+        publish(CHANNEL, ("https://late:443 %r" % (time.time() + 30)).encode())
         await deferLater(reactor, 0.2)
         print(json.dumps({"learnt": learnt, "error": known - until, "told_on": told_on, "running": running,
                           "closing": closing, "ended": ended, "left": listeners(),
-                          "subscribers": dict(client.pubsub_numsub(CHANNEL))[CHANNEL.encode()],
+                          "subscribers": dict(numsub(CHANNEL))[CHANNEL.encode()],
                           "late": peer.paused_until("https://late:443")}))
 
     ensureDeferred(main()).addBoth(lambda r: (print(r, file=sys.stderr) if r is not None else None, reactor.stop()))
@@ -154,10 +160,10 @@ THREADED_LISTENER_SCRIPT = textwrap.dedent(
 )
 
 
-def test_under_another_reactor_a_listener_thread_tells_the_peer_and_ends_with_the_store(redis_server):
+def test_under_another_reactor_a_listener_thread_tells_the_peer_and_ends_with_the_store(shared):
     """The listener thread (non-asyncio reactors) had no test: a peer learns a pause from it at once, on the
     reactor's thread, and closing the store ends the thread and its subscription at once."""
-    result = run_python("-c", THREADED_LISTENER_SCRIPT, redis_server.url)
+    result = run_python("-c", THREADED_LISTENER_SCRIPT, shared.url, json.dumps(shared.settings))
     assert result["running"] == ["robotstxt-redis-pauses"] * 2
     assert result["learnt"] < 0.1, result
     assert abs(result["error"]) < 0.05, result
@@ -187,7 +193,7 @@ async def test_a_warm_up_that_ends_after_the_close_starts_no_listener(redis_serv
         redis_server.process.send_signal(signal.SIGCONT)
     await warming
     await sleep(0.3)
-    assert redis_server.client.pubsub_numsub("robotstxt:pauses:0") == [(b"robotstxt:pauses:0", 0)]
+    assert redis_server.client.pubsub_numsub("{robotstxt:pauses}:0") == [(b"{robotstxt:pauses}:0", 0)]
 
 
 @pytest_twisted.ensureDeferred

@@ -41,7 +41,7 @@ def site(rules: str, pages: int) -> LoopbackSite:
 
 
 @pytest_twisted.ensureDeferred
-async def test_three_workers_fetch_each_robotstxt_once_and_keep_crawl_delay_together(sites, redis_server):
+async def test_three_workers_fetch_each_robotstxt_once_and_keep_crawl_delay_together(sites, redis_server, shared):
     paced, *fast = sites(site("User-agent: *\nCrawl-delay: 0.5\nDisallow: /p5\n", 7), site("", 20), site("", 20))
     # Every worker starts with pages of the paced site: all of them need its
     # robots.txt at once, and all of them send it requests.
@@ -50,6 +50,7 @@ async def test_three_workers_fetch_each_robotstxt_once_and_keep_crawl_delay_toge
         [paced.url("/p1"), paced.url("/p4"), fast[0].url("/")],
         [paced.url("/p2"), paced.url("/p5"), fast[1].url("/")],
         [paced.url("/p3"), paced.url("/p6")],
+        settings=shared.settings,
     )
     for _, err, code in results:
         assert code == 0, err.decode()[-3000:]
@@ -57,6 +58,7 @@ async def test_three_workers_fetch_each_robotstxt_once_and_keep_crawl_delay_toge
 
     for s in (paced, *fast):
         assert s.paths().count("/robots.txt") == 1, s.paths()
+        assert shared.client.exists(key("state", s.address)) == 1
     assert sorted(paced.paths()) == sorted(["/robots.txt", "/p1", "/p2", "/p3", "/p4", "/p6"])
     assert all(len(s.paths()) == 21 for s in fast)  # every page once: shared dupefilter
     assert min(paced.gaps()) >= 0.475, paced.gaps()
@@ -67,7 +69,9 @@ async def test_three_workers_fetch_each_robotstxt_once_and_keep_crawl_delay_toge
 
 
 @pytest_twisted.ensureDeferred
-async def test_three_workers_keep_crawl_delay_exactly_with_slow_responses_and_a_late_worker(sites, redis_server):
+async def test_three_workers_keep_crawl_delay_exactly_with_slow_responses_and_a_late_worker(
+    sites, redis_server, shared
+):
     """Pages answer slower (0.5 s) than the Crawl-delay (0.3 s), and the last
     worker joins late: the k-th request still reaches the site no earlier than
     k delays after the first.
@@ -83,7 +87,9 @@ async def test_three_workers_keep_crawl_delay_exactly_with_slow_responses_and_a_
     )
     (paced,) = sites(slow)
     urls = [paced.url(f"/p{i}") for i in range(1, 10)]
-    results = await workers(redis_server.url, urls[0::3], urls[1::3], urls[2::3], last_after=1.5)
+    results = await workers(
+        redis_server.url, urls[0::3], urls[1::3], urls[2::3], last_after=1.5, settings=shared.settings
+    )
     for _, err, code in results:
         assert code == 0, err.decode()[-3000:]
     assert sorted(paced.paths()) == sorted(["/robots.txt", *(f"/p{i}" for i in range(1, 10))])
@@ -93,16 +99,17 @@ async def test_three_workers_keep_crawl_delay_exactly_with_slow_responses_and_a_
 
 
 @pytest_twisted.ensureDeferred
-async def test_sitemaps_reach_a_worker_that_did_not_fetch_robotstxt(sites, redis_server):
+async def test_sitemaps_reach_a_worker_that_did_not_fetch_robotstxt(sites, redis_server, shared):
     site, other = sites(LoopbackSite(), LoopbackSite())
     shop(site, other)
-    shared = {"ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore", "REDIS_URL": redis_server.url}
+    store = {"ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore", "REDIS_URL": redis_server.url}
+    store.update(shared.settings)
     # One worker fetches robots.txt for its pages; it has no sitemap spider.
-    await crawl(shared, urls=[site.url("/a")], follow=False)
+    await crawl(store, urls=[site.url("/a")], follow=False)
     assert site.paths().count("/robots.txt") == 1
     # Another worker, whose spider wants the site's sitemaps, never fetches
     # robots.txt: the sitemaps come with the state the first one stored.
-    second = await crawl(shared, spider=ProductSpider, robots_sitemap_origins=[site.address])
+    second = await crawl(store, spider=ProductSpider, robots_sitemap_origins=[site.address])
     assert site.paths().count("/robots.txt") == 1
     assert "/sitemap_index.xml" in site.paths()
     assert {site.url(p) for p in LISTED if p.startswith("/products/") and "secret" not in p} <= set(

@@ -81,7 +81,7 @@ async def test_a_next_start_hundreds_of_turns_ahead_is_believed(redis_server, ne
 
 
 @pytest_twisted.ensureDeferred
-async def test_reserved_turns_stay_apart_across_workers_stalls_and_restarts(new_store):
+async def test_reserved_turns_stay_apart_across_workers_stalls_and_restarts(shared_store):
     """Three workers take turns at one origin; the process stalls now and
     then, so that some wake too late and give their turn up; one worker
     restarts halfway. No two starts come closer than spacing - grace."""
@@ -91,10 +91,10 @@ async def test_reserved_turns_stay_apart_across_workers_stalls_and_restarts(new_
 
     async def worker(number: int, turns: int) -> None:
         nonlocal given_up
-        store = new_store()
+        store = shared_store()
         for turn in range(turns):
             if number == 0 and turn == turns // 2:
-                store = new_store()  # a restarted worker: new connections, nothing known locally
+                store = shared_store()  # a restarted worker: new connections, nothing known locally
             stall = turn % 3 == number
             while True:
                 start = await settle(store.reserve(ORIGIN, spacing))

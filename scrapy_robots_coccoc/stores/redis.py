@@ -85,13 +85,18 @@ class RedisStore:
         import redis
         import redis.asyncio
 
+        asyncio_client = isinstance(client, (redis.asyncio.Redis, redis.asyncio.RedisCluster))
         self._redis: AsyncioRedis | ThreadedRedis = (
-            AsyncioRedis(client) if isinstance(client, redis.asyncio.Redis) else ThreadedRedis(client, self.THREADS)
+            AsyncioRedis(client) if asyncio_client else ThreadedRedis(client, self.THREADS)
         )
         self._local = local
         self._prefix = prefix
-        # Redis's channels ignore its databases, unlike its keys: the channel names the database of the pauses.
-        self._channel = f"{prefix}:pauses:{client.connection_pool.connection_kwargs.get('db', 0)}"
+        self._pauses = f"{prefix}:pauses"
+        # Redis's channels ignore its databases, unlike its keys: the channel names the database of the pauses. Its
+        # hash tag puts it in the slot of the pauses, where a cluster lets pause.lua publish it (SPUBLISH).
+        db = 0 if self._redis.cluster else client.connection_pool.connection_kwargs.get("db", 0)
+        self._channel = f"{{{self._pauses}}}:{db}"
+        self._publish = "SPUBLISH" if self._redis.cluster else "PUBLISH"
         self._max_age = max_age
         self._slow_seconds = slow_seconds
         self._agent = agent
@@ -213,10 +218,10 @@ class RedisStore:
         now = time.time()
         ttl = math.ceil(min(max(1.0, until - now), self._max_age)) + 60
         offset = self._clock.turn_offset()
-        args = [repr(until + offset), origin, repr(now + offset), ttl, self._channel]
+        args = [repr(until + offset), origin, repr(now + offset), ttl, self._channel, self._publish]
         written = None
         try:
-            written = await self._run("pause", [f"{self._prefix}:pauses"], args)
+            written = await self._run("pause", [self._pauses], args)
         finally:
             if written is None:  # failed, or cancelled by the middleware's store timeout: Redis did not answer
                 self._unshared_pause(origin, until)
@@ -243,7 +248,7 @@ class RedisStore:
 
     async def _read_pauses(self, now: float) -> None:
         offset = self._clock.turn_offset()
-        answer = await self._run("pauses", [f"{self._prefix}:pauses"], [repr(now + offset), self.MAX_PAUSES])
+        answer = await self._run("pauses", [self._pauses], [repr(now + offset), self.MAX_PAUSES])
         if not isinstance(answer, list):
             return
         for origin, until in zip(answer[::2], answer[1::2], strict=False):
@@ -429,7 +434,7 @@ class RedisStore:
 
     async def _read_clock_once(self) -> bool:
         sent = time.time()
-        reading = await self._run("clock", [], [])
+        reading = await self._run("clock", [self._pauses], [])  # on a cluster: always the same node's clock
         if reading is not None:
             self._read_clock(sent, int(reading[0]) + int(reading[1]) / 1e6)
         return reading is not None

@@ -42,7 +42,10 @@ class AsyncioRedis:
     """``redis.asyncio`` on the loop that runs the crawl."""
 
     def __init__(self, client: Any) -> None:
+        from redis.asyncio.cluster import RedisCluster
+
         self._client = client
+        self.cluster = isinstance(client, RedisCluster)
         self._scripts = {name: client.register_script(source) for name, source in SCRIPTS.items()}
 
     async def run(self, script: str, keys: list[str], args: list[Any]) -> Any:
@@ -53,17 +56,18 @@ class AsyncioRedis:
 
     def listen(self, channel: str, on_message: Callable[[bytes], None], retry: float) -> Callable[[], Awaitable[None]]:
         """Call *on_message* with each message published on *channel* (subscribed again *retry* seconds after a
-        failure) until the returned stop is awaited."""
+        failure) until the returned stop is awaited; on a cluster, *channel* is a shard channel."""
         import redis
 
         async def subscribed() -> None:
             while True:
                 pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                channels = _Channels(pubsub, self.cluster)
                 try:
-                    await pubsub.subscribe(channel)
+                    await channels.subscribe(channel)
                     while True:
-                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=LISTEN_SECONDS)
-                        if message is not None and message.get("type") == "message":
+                        message = await channels.get_message(ignore_subscribe_messages=True, timeout=LISTEN_SECONDS)
+                        if message is not None and message.get("type") == channels.message_type:
                             on_message(message["data"])
                 except (redis.RedisError, OSError):
                     pass
@@ -85,13 +89,25 @@ class AsyncioRedis:
         await self._client.aclose()
 
 
+class _Channels:
+    """A pub/sub's subscribe and read: on a cluster, of shard channels (``SSUBSCRIBE``, Redis 7), which the node
+    holding the channel's slot serves, rather than channels every node relays to every other."""
+
+    def __init__(self, pubsub: Any, sharded: bool) -> None:
+        self.subscribe = pubsub.ssubscribe if sharded else pubsub.subscribe
+        self.get_message = pubsub.get_sharded_message if sharded else pubsub.get_message
+        self.message_type = "smessage" if sharded else "message"
+
+
 class ThreadedRedis:
     """The blocking client in its own threads (the reactor's pool resolves DNS); answers: Deferreds on the reactor."""
 
     def __init__(self, client: Any, threads: int) -> None:
+        from redis.cluster import RedisCluster
         from twisted.internet import reactor
 
         self._client = client
+        self.cluster = isinstance(client, RedisCluster)
         self._reactor = cast("IReactorFromThreads", reactor)
         self._scripts = {name: client.register_script(source) for name, source in SCRIPTS.items()}
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="robotstxt-redis")
@@ -107,15 +123,18 @@ class ThreadedRedis:
         import redis
 
         stopping = threading.Event()
+        current: list[Any] = []
 
         def subscribed() -> None:
             while not stopping.is_set():
                 pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                current[:] = [pubsub]
+                channels = _Channels(pubsub, self.cluster)
                 try:
-                    pubsub.subscribe(channel)
+                    channels.subscribe(channel)
                     while not stopping.is_set():
-                        message = pubsub.get_message(ignore_subscribe_messages=True, timeout=LISTEN_SECONDS)
-                        if message is not None and message.get("type") == "message":
+                        message = channels.get_message(ignore_subscribe_messages=True, timeout=LISTEN_SECONDS)
+                        if message is not None and message.get("type") == channels.message_type:
                             self._reactor.callFromThread(on_message, message["data"])
                 except (redis.RedisError, OSError):
                     pass
@@ -128,6 +147,11 @@ class ThreadedRedis:
 
         async def stop() -> None:
             stopping.set()
+            # Its connections closed, a read under way ends now, not at its timeout (a cluster's pub/sub keeps
+            # connections of its own, which closing the client leaves open).
+            for pubsub in current:
+                with suppress(Exception):
+                    pubsub.close()
 
         return stop
 
@@ -151,7 +175,8 @@ class ThreadedRedis:
 
 
 def redis_client(settings: BaseSettings) -> Any:
-    """``redis.asyncio`` under asyncio, else the blocking client (run in the store's threads); clear errors if none."""
+    """``redis.asyncio`` under asyncio, else the blocking client (run in the store's threads), of a Redis Cluster
+    with ``ROBOTSTXT_REDIS_CLUSTER``; clear errors if none."""
     try:
         import redis
         import redis.asyncio
@@ -163,6 +188,14 @@ def redis_client(settings: BaseSettings) -> Any:
     module: Any = redis.asyncio if _asyncio_runs_the_crawl(settings) else redis
     options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
     url = settings.get("ROBOTSTXT_REDIS_URL") or settings.get("REDIS_URL")
+    if settings.getbool("ROBOTSTXT_REDIS_CLUSTER"):
+        # The URL names one node; the client learns the others. The store reads bytes: decode_responses is off.
+        cluster = module.RedisCluster
+        if url:
+            return cluster.from_url(url, **options, decode_responses=False)
+        return cluster(
+            host=settings.get("REDIS_HOST", "localhost"), port=settings.getint("REDIS_PORT", 6379), **options
+        )
     if url:
         # The URL's options win over ours, but the store reads bytes: decode_responses is forced off.
         pool = module.ConnectionPool.from_url(url, **options)

@@ -21,6 +21,23 @@ OUTCOMES = {b"rules": (True, False), b"unrestricted": (False, False), b"unavaila
 #: zlib's default level: 5x smaller on the corpus, at about 50 us per body (level 9: 1 % smaller, twice the time).
 LEVEL = 6
 
+#: What robots.txt files commonly say, given to zlib as a preset dictionary: 36 B less per origin (a sixth of the
+#: median). Its checksum is in each stream: a changed dictionary makes older states unreadable, fetched again.
+ZDICT = (
+    b"# robots.txt\n# See https://www.robotstxt.org/robotstxt.html\n"
+    b"User-agent: Googlebot-Image\nUser-agent: Googlebot\nUser-agent: Bingbot\nUser-agent: Slurp\n"
+    b"User-agent: DuckDuckBot\nUser-agent: Baiduspider\nUser-agent: YandexBot\nUser-agent: AhrefsBot\n"
+    b"User-agent: SemrushBot\nUser-agent: MJ12bot\nUser-agent: GPTBot\nUser-agent: ChatGPT-User\n"
+    b"User-agent: ClaudeBot\nUser-agent: anthropic-ai\nUser-agent: Google-Extended\nUser-agent: CCBot\n"
+    b"User-agent: PerplexityBot\nUser-agent: Bytespider\n"
+    b"Disallow: /wp-admin/\nAllow: /wp-admin/admin-ajax.php\nDisallow: /wp-includes/\nDisallow: /cgi-bin/\n"
+    b"Disallow: /admin/\nDisallow: /search\nDisallow: /login\nDisallow: /cart\nDisallow: /checkout\n"
+    b"Disallow: /account\nDisallow: /api/\nDisallow: /tmp/\nDisallow: /private/\nDisallow: /*?\nDisallow: /*.pdf$\n"
+    b"Content-Usage: train-ai=n\nContent-Signal: search=yes, ai-train=no\nHost: https://www.\nCrawl-delay: 10\n"
+    b"Sitemap: https://www.example.com/sitemap_index.xml\nSitemap: https://www.example.com/sitemap.xml\n"
+    b"User-agent: *\nDisallow: /\n\nUser-agent: *\nAllow: /\nDisallow: \n"
+)
+
 #: The most bytes a stored state may hold: a body of MAX_BYTES that does not compress, plus its header. Anything
 #: larger is not ours and is never read whole ("read" and "claim" both check it).
 MAX_STORED = MAX_BYTES + 1024
@@ -54,7 +71,8 @@ def encode(outcome: str, expires_at: float, payload: bytes) -> bytes:
 
 
 def compress(body: bytes) -> bytes:
-    return zlib.compress(body, LEVEL)
+    deflate = zlib.compressobj(LEVEL, zdict=ZDICT)
+    return deflate.compress(body) + deflate.flush()
 
 
 def decode(value: bytes) -> Stored | Unreadable:
@@ -70,7 +88,7 @@ def decode(value: bytes) -> Stored | Unreadable:
     has_rules, unavailable = outcome
     if not has_rules:
         return Stored(has_rules, unavailable, expires_at, payload)
-    inflate = zlib.decompressobj()
+    inflate = zlib.decompressobj(zdict=ZDICT)
     try:
         body = inflate.decompress(payload, MAX_BYTES + 1)
     except zlib.error as exc:
