@@ -105,4 +105,4 @@ def test_the_lua_scripts_ship_with_the_package():
     from scrapy_robots_coccoc.stores.redisclient import SCRIPTS
 
     assert sorted(SCRIPTS) == ["claim", "clock", "keep", "pause", "pauses", "read", "release", "reserve", "store"]
-    assert "local function fits" in SCRIPTS["claim"] and "local function number" in SCRIPTS["claim"]
+    assert "local function header" in SCRIPTS["claim"] and "local function number" in SCRIPTS["claim"]
