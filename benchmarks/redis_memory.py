@@ -142,6 +142,7 @@ def main() -> None:
     corpus.add_option(parser)
     parser.add_argument("--synthetic", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=2000, help="calls of each kind timed")
+    parser.add_argument("--label", default="this checkout", help="the store measured, for the JSON (another commit)")
     benchjson.add_option(parser, "redis_memory")
     args = parser.parse_args()
 
@@ -173,7 +174,11 @@ async def report(args: argparse.Namespace, url: str) -> None:
     benchjson.write(
         args.json,
         "redis_memory",
-        {"corpus": benchjson.corpus_name(args.corpus, figures["origins"]), "synthetic": args.synthetic},
+        {
+            "corpus": benchjson.corpus_name(args.corpus, figures["origins"]),
+            "synthetic": args.synthetic,
+            "store": args.label,
+        },
         figures,
     )
 

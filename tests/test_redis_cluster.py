@@ -99,8 +99,9 @@ async def test_a_master_crashing_mid_crawl_loses_no_request(sites, redis_server,
     killed_at = time.monotonic()
     await deferToThread(fresh_cluster.kill, victim)
     await deferToThread(fresh_cluster.wait_for_failover, victim)
-    # Workers that found the cluster failing try it again RETRY_SECONDS later; a second to spare.
-    outage = (killed_at, time.monotonic() + RedisStore.RETRY_SECONDS + 1.0)
+    # Workers that found the cluster failing try it again RETRY_SECONDS after their last failed call, which may
+    # end up to three 1 s connection timeouts after the failover.
+    outage = (killed_at, time.monotonic() + RedisStore.RETRY_SECONDS + 3.0)
 
     ended = await crawling
     results = outputs(ended)
@@ -167,3 +168,27 @@ def test_under_another_reactor_the_blocking_cluster_client_runs_in_the_store_s_t
     assert result["claims"] == [True] * 8 and all(result["states"])
     assert min(result["gaps"]) >= 0.095, result
     assert all(cluster.client.exists(key("state", f"http://site{i}.example:80")) for i in range(8))
+
+
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        ({"ROBOTSTXT_REDIS_PREFIX": "{crawl1}robotstxt"}, "may not hold { or }"),
+        ({"_old_redis": True}, "redis 8.0 or newer"),
+    ],
+)
+def test_a_cluster_store_that_cannot_work_says_why_at_start_up(settings, problem, monkeypatch):
+    """A hash tag in the prefix put every origin in one slot and the pauses' channel in another than their set,
+    where SPUBLISH went nowhere, silently; redis-py before 8 has no asyncio cluster pub/sub (the listener died)."""
+    import redis.asyncio
+    from scrapy.settings import Settings
+
+    from scrapy_robots_coccoc.stores import StoreSetupError
+    from scrapy_robots_coccoc.stores.redisclient import redis_client
+
+    if settings.pop("_old_redis", False):
+        monkeypatch.delattr(redis.asyncio.RedisCluster, "pubsub")
+    with pytest.raises(StoreSetupError, match=problem):
+        redis_client(
+            Settings({"ROBOTSTXT_REDIS_CLUSTER": True, "ROBOTSTXT_REDIS_URL": "redis://127.0.0.1:1", **settings})
+        )

@@ -60,6 +60,9 @@ POISONS = {
     "body not compressed": b"rules {soon}\nUser-agent: *\nDisallow: /",
     "body cut short": b"rules {soon}\n" + BODY[:-6],
     "compressed bomb": b"rules {soon}\n" + zlib.compress(b"Disallow: /\n" * 50_000, 9),
+    # Fresh to Python, were it to read past the 64 bytes Lua reads (a claim granted while get() found it fresh).
+    "long header": b"rules " + b"0" * 70 + b"{soon}\n" + BODY,
+    "long answer": b"unrestricted {soon}\n" + b"status 404 " * 200,
     # Larger than any worker writes: never read whole.
     "oversized": b"rules {soon}\n" + b"x" * 600_000,
     # A fresh expiry to both sides but for its size.
@@ -109,6 +112,15 @@ async def test_a_failed_refresh_keeps_the_stored_rules_for_every_worker(redis_se
     assert state is not None and state.expires_at == kept.expires_at
     assert state.robots is not None and not state.robots.allowed("/private/x", "bot")
     assert 60 < redis_server.client.ttl(key("state")) <= 240
+
+
+@pytest.mark.parametrize("value", [b"foo 1\nxyz", b"rules abc\nxyz", b"\x00\xff garbage"])
+@pytest_twisted.ensureDeferred
+async def test_a_failed_refresh_leaves_a_value_that_is_no_state_alone(value, redis_server, new_store):
+    """keep.lua took any lowercase word and any expiry for a state: a failed refresh gave garbage a fresh expiry."""
+    redis_server.client.set(key("state"), value)
+    await settle(new_store().set(ORIGIN, OriginState(None, False, time.time() + 60), None))
+    assert redis_server.client.get(key("state")) == value
 
 
 @pytest_twisted.ensureDeferred

@@ -65,6 +65,8 @@ class RedisStore:
     WARM_CONNECTIONS = 10
     #: At most this many readings of Redis's clock before the first reservation.
     CLOCK_READINGS = 5
+    #: On a cluster, how often Redis's clock is read again while turns are reserved (other answers do not count).
+    CLUSTER_CLOCK_SECONDS = 10.0
     #: Redis is slow when this many calls in a row took over ``ROBOTSTXT_REDIS_SLOW_SECONDS``.
     SLOW_IN_A_ROW = 3
     WARNED_ORIGINS = 10_000
@@ -106,6 +108,7 @@ class RedisStore:
         self._round_trip = 0.0  # smoothed duration of a call, seconds
         self._clock = RedisClock()
         self._clock_known = False
+        self._clock_read_at = 0.0
         self._slow_in_a_row = 0
         self._slow_until = 0.0
         self._warned_slow = False
@@ -303,7 +306,7 @@ class RedisStore:
         if answer is None:
             return local
         seconds, microseconds, kind, *found = answer
-        self._read_clock(sent, int(seconds) + int(microseconds) / 1e6)
+        self._read_clock(sent, int(seconds) + int(microseconds) / 1e6, shared=False)
         if kind == b"none":
             return local
         if kind == b"oversized":
@@ -358,7 +361,7 @@ class RedisStore:
             if answer is None:
                 return True  # Redis failed: fetch here
             claimed, redis_seconds, redis_microseconds = answer
-            self._read_clock(sent, int(redis_seconds) + int(redis_microseconds) / 1e6)
+            self._read_clock(sent, int(redis_seconds) + int(redis_microseconds) / 1e6, shared=False)
             if claimed == 2:
                 self._unreadable(origin, "lock", "a fetch lock without expiry, taken over", None)
             held = bool(claimed) and origin not in self._held
@@ -401,6 +404,8 @@ class RedisStore:
         """The first of *count* consecutive turns, *spacing* apart."""
         if not self._clock_known and not await self._know_clock():
             return self._local.reserve(origin, count * spacing)
+        if self._redis.cluster and time.time() - self._clock_read_at >= self.CLUSTER_CLOCK_SECONDS:
+            deferred_from_coro(self._read_clock_once())  # in the background: the clock slews
         horizon = turns_horizon(spacing)
         for _ in range(self.RESERVE_ATTEMPTS):
             # Ask for a start the answer can reach in time: its way back (half a round trip), as much again, 5 ms.
@@ -414,7 +419,7 @@ class RedisStore:
             redis_start, redis_now, problem = answer
             if problem:
                 self._unreadable(origin, "next", problem.decode(errors="replace"), None)
-            self._read_clock(sent, float(redis_now))
+            self._read_clock(sent, float(redis_now), shared=False)
             start = float(redis_start) - self._clock.turn_offset()
             self._local.reserved_until(origin, start + count * spacing)  # should Redis fail
             if start >= time.time() or count > 1:
@@ -433,14 +438,17 @@ class RedisStore:
         return True
 
     async def _read_clock_once(self) -> bool:
-        sent = time.time()
-        reading = await self._run("clock", [self._pauses], [])  # on a cluster: always the same node's clock
+        sent = self._clock_read_at = time.time()
+        reading = await self._run("clock", [self._pauses], [])  # on a cluster: the node holding the pauses
         if reading is not None:
             self._read_clock(sent, int(reading[0]) + int(reading[1]) / 1e6)
         return reading is not None
 
-    def _read_clock(self, sent: float, redis_now: float) -> None:
-        self._clock.read(sent, time.time(), redis_now)
+    def _read_clock(self, sent: float, redis_now: float, *, shared: bool = True) -> None:
+        """Learn Redis's clock from an answer; on a cluster only from the one node every worker reads it from
+        (*shared*): an origin's turns, on its own master's clock, are then offset alike by every worker."""
+        if shared or not self._redis.cluster:
+            self._clock.read(sent, time.time(), redis_now)
 
     def _key(self, origin: str, kind: str) -> str:
         return f"{self._prefix}:{{{origin}}}:{kind}"

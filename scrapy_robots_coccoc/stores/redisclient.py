@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 #: What the [redis] extra installs (setup.cfg).
 REDIS_REQUIREMENT = "redis 5.0.1 or newer"
+#: What a Redis Cluster needs: redis-py 8 brought the asyncio cluster client's (sharded) pub/sub.
+CLUSTER_REQUIREMENT = "redis 8.0 or newer"
 
 # Helpers that check what a script reads: anything may be under our keys (another version, redis-cli).
 _HELPERS = {"claim": ("number", "header"), "keep": ("number", "header"), "reserve": ("number",)}
@@ -61,19 +63,23 @@ class AsyncioRedis:
 
         async def subscribed() -> None:
             while True:
-                pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-                channels = _Channels(pubsub, self.cluster)
+                pubsub = None
                 try:
+                    pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                    channels = _Channels(pubsub, self.cluster)
                     await channels.subscribe(channel)
-                    while True:
+                    # Unsubscribed by the server (a shard channel whose slot moved): subscribed again after *retry*,
+                    # as after a failure; the catch-up read of the pauses covers the gap.
+                    while pubsub.subscribed:
                         message = await channels.get_message(ignore_subscribe_messages=True, timeout=LISTEN_SECONDS)
                         if message is not None and message.get("type") == channels.message_type:
                             on_message(message["data"])
                 except (redis.RedisError, OSError):
                     pass
                 finally:
-                    with suppress(Exception):
-                        await pubsub.aclose()
+                    if pubsub is not None:
+                        with suppress(Exception):
+                            await pubsub.aclose()
                 await asyncio.sleep(retry)
 
         task = asyncio.ensure_future(subscribed())
@@ -132,11 +138,11 @@ class ThreadedRedis:
                 channels = _Channels(pubsub, self.cluster)
                 try:
                     channels.subscribe(channel)
-                    while not stopping.is_set():
+                    while not stopping.is_set() and pubsub.subscribed:
                         message = channels.get_message(ignore_subscribe_messages=True, timeout=LISTEN_SECONDS)
                         if message is not None and message.get("type") == channels.message_type:
                             self._reactor.callFromThread(on_message, message["data"])
-                except (redis.RedisError, OSError):
+                except (redis.RedisError, OSError, ValueError):  # ValueError: stop() closed the socket under a read
                     pass
                 finally:
                     with suppress(Exception):
@@ -189,6 +195,16 @@ def redis_client(settings: BaseSettings) -> Any:
     options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
     url = settings.get("ROBOTSTXT_REDIS_URL") or settings.get("REDIS_URL")
     if settings.getbool("ROBOTSTXT_REDIS_CLUSTER"):
+        if not hasattr(redis.asyncio.RedisCluster, "pubsub"):
+            raise StoreSetupError(
+                f"ROBOTSTXT_REDIS_CLUSTER needs the redis package {CLUSTER_REQUIREMENT} (its cluster clients' "
+                f"sharded pub/sub); {redis.__version__} is installed: pip install 'redis>=8'"
+            )
+        if "{" in settings.get("ROBOTSTXT_REDIS_PREFIX", "") or "}" in settings.get("ROBOTSTXT_REDIS_PREFIX", ""):
+            raise StoreSetupError(
+                "ROBOTSTXT_REDIS_PREFIX may not hold { or } on a Redis Cluster: a hash tag in it would put every "
+                "origin in one slot, and the pauses' channel in another than their set"
+            )
         # The URL names one node; the client learns the others. The store reads bytes: decode_responses is off.
         cluster = module.RedisCluster
         if url:

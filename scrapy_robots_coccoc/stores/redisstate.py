@@ -38,6 +38,10 @@ ZDICT = (
     b"User-agent: *\nDisallow: /\n\nUser-agent: *\nAllow: /\nDisallow: \n"
 )
 
+#: The longest header ("outcome expires_at"), and answer, a state may hold: Lua reads no further than 64 bytes.
+MAX_HEADER = 63
+MAX_ANSWER = 1024
+
 #: The most bytes a stored state may hold: a body of MAX_BYTES that does not compress, plus its header. Anything
 #: larger is not ours and is never read whole ("read" and "claim" both check it).
 MAX_STORED = MAX_BYTES + 1024
@@ -66,8 +70,9 @@ class Unreadable:
 
 
 def encode(outcome: str, expires_at: float, payload: bytes) -> bytes:
-    """The stored form; *payload* is already compressed for ``rules`` (see ``compress``)."""
-    return f"{outcome} {expires_at!r}\n".encode() + payload
+    """The stored form; *payload* is already compressed for ``rules`` (see ``compress``), else an answer, cut to
+    MAX_ANSWER bytes."""
+    return f"{outcome} {expires_at!r}\n".encode() + (payload if outcome == "rules" else payload[:MAX_ANSWER])
 
 
 def compress(body: bytes) -> bytes:
@@ -79,6 +84,8 @@ def decode(value: bytes) -> Stored | Unreadable:
     """*value* read back, or why it cannot be: the body is decompressed no further than MAX_BYTES."""
     header, newline, payload = value.partition(b"\n")
     raw_outcome, _, raw_expiry = header.partition(b" ")
+    if len(header) > MAX_HEADER:
+        return Unreadable("header", f"a header longer than {MAX_HEADER} bytes; ignored")
     outcome = OUTCOMES.get(raw_outcome) if newline else None
     if outcome is None:
         return Unreadable("outcome", f"outcome {raw_outcome[:40]!r}; ignored")
@@ -87,6 +94,8 @@ def decode(value: bytes) -> Stored | Unreadable:
         return Unreadable("expiry", f"expiry {raw_expiry[:40]!r}; ignored")
     has_rules, unavailable = outcome
     if not has_rules:
+        if len(payload) > MAX_ANSWER:
+            return Unreadable("answer", f"an answer of {len(payload)} bytes; ignored")
         return Stored(has_rules, unavailable, expires_at, payload)
     inflate = zlib.decompressobj(zdict=ZDICT)
     try:
