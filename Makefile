@@ -39,12 +39,14 @@ dist: $(STAMP)
 	$(BIN)/python -m build --outdir dist . >/dev/null
 	$(BIN)/twine check --strict dist/*
 
-# The distributed tests and benchmark start a real Redis server: Debian's,
-# installed here when missing, for the targets that run them.
+# The distributed tests and benchmark start a real Redis server and a Redis
+# Cluster (redis-cli creates it): Debian's, installed here when missing, for
+# the targets that run them.
 redis-server:
-	@command -v redis-server >/dev/null || $(SUDO) apt-get install -y -qq redis-server >/dev/null 2>&1 \
-		|| { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; } \
-		|| echo "redis-server could not be installed: the Redis tests will be skipped"
+	@{ command -v redis-server && command -v redis-cli; } >/dev/null \
+		|| $(SUDO) apt-get install -y -qq redis-server redis-tools >/dev/null 2>&1 \
+		|| { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server redis-tools >/dev/null; } \
+		|| echo "redis-server or redis-cli could not be installed: the Redis tests will be skipped"
 
 # The documentation site, as Read the Docs builds it but offline: warnings
 # are errors, and every cross-reference must resolve (-n). conf.py draws the

@@ -123,8 +123,8 @@ async def test_a_master_crashing_mid_crawl_loses_no_request(sites, redis_server,
 @pytest_twisted.ensureDeferred
 async def test_slots_resharded_mid_crawl_lose_nothing(sites, redis_server, fresh_cluster):
     """Mid-crawl, the slots of two paced sites move to another master, one at once (MOVED), the other held
-    half-migrated for a second (ASK): every page is crawled once, each robots.txt fetched once, and the sites'
-    keys end on their new master."""
+    half-migrated for a second (ASK): every page is crawled once, each robots.txt fetched once unless a worker
+    logged a failed call (then once per worker at most), and the sites' keys end on their new master."""
     moved = sites(*(chain("User-agent: *\nCrawl-delay: 0.1\n", 25) for _ in range(3)))
     settings = {"ROBOTSTXT_REDIS_CLUSTER": True, "ROBOTSTXT_REDIS_URL": fresh_cluster.url}
     crawling = workers(redis_server.url, *([s.url("/c0")] for s in moved), settings=settings)
@@ -142,10 +142,16 @@ async def test_slots_resharded_mid_crawl_lose_nothing(sites, redis_server, fresh
             await sleep(1.0)
             await deferToThread(fresh_cluster.finish_move, slot)
 
-    results = outputs(await crawling)
+    ended = await crawling
+    results = outputs(ended)
     crawled = Counter(url for out in results for url in out["crawled"])
     assert set(crawled) == {s.url(f"/c{i}") for s in moved for i in range(25)} and set(crawled.values()) == {1}
-    assert [s.paths().count("/robots.txt") for s in moved] == [1] * 3
+    # A call Redis kept answering TRYAGAIN (a slot half migrated) counts as a failure: that worker goes on alone
+    # for a while, and may fetch an origin it had not met. Never silently.
+    fetches = [s.paths().count("/robots.txt") for s in moved]
+    failed = any("Redis store unreachable" in err.decode() for _, err, _ in ended)
+    redis_lines = [line for _, err, _ in ended for line in err.decode().splitlines() if "Redis" in line]
+    assert all(1 <= count <= 3 for count in fetches) and (failed or fetches == [1] * 3), (fetches, redis_lines)
     for site, target in targets:
         assert fresh_cluster.master_of(key("state", site.address)).port == target.port
 
