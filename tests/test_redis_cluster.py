@@ -198,3 +198,35 @@ def test_a_cluster_store_that_cannot_work_says_why_at_start_up(settings, problem
         redis_client(
             Settings({"ROBOTSTXT_REDIS_CLUSTER": True, "ROBOTSTXT_REDIS_URL": "redis://127.0.0.1:1", **settings})
         )
+
+
+@pytest_twisted.ensureDeferred
+async def test_pauses_reach_a_peer_after_the_master_holding_them_fails_over(fresh_cluster):
+    """The pauses set and its channel share one slot: once its master has failed over, a pause made by one
+    worker still reaches the other, by the announcement on the new master or by the catch-up read, within the
+    worker's retry of the cluster."""
+    import redis.asyncio
+
+    from scrapy_robots_coccoc.stores import MemoryStore
+
+    from .redisserver import settle
+
+    stores = [RedisStore(redis.asyncio.RedisCluster.from_url(fresh_cluster.url), MemoryStore(100)) for _ in range(2)]
+    pausing, peer = stores
+    try:
+        for store in stores:
+            await settle(store.warm_up())
+        victim = fresh_cluster.master_of("robotstxt:pauses")
+        await deferToThread(fresh_cluster.kill, victim)
+        await deferToThread(fresh_cluster.wait_for_failover, victim)
+        until = time.time() + 60
+        await settle(pausing.pause("https://busy:443", until))
+        waited = 0.0
+        while peer.paused_until("https://busy:443") == 0.0 and waited < RedisStore.RETRY_SECONDS + 5:
+            await sleep(0.05)
+            waited += 0.05
+        assert peer.paused_until("https://busy:443") == pytest.approx(until, abs=0.05), waited
+        assert fresh_cluster.client.zscore("robotstxt:pauses", "https://busy:443") == pytest.approx(until, abs=0.05)
+    finally:
+        for store in stores:
+            await settle(store.close())
