@@ -127,13 +127,15 @@ async def test_usage_and_crawl_delay_decisions_are_recorded(sites, tmp_path, cap
     assert verified(tmp_path, capsys)[0] == 0
 
 
+@pytest.mark.parametrize("cluster", [False, True], ids=["server", "cluster"])
 @pytest_twisted.ensureDeferred
 async def test_hostile_sites_and_a_failing_store_leave_every_request_ended_and_a_record_that_verifies(
-    sites, tmp_path, caplog, capsys
+    cluster, sites, tmp_path, caplog, capsys
 ):
     """A 1.2 MB robots.txt (cut at the bound), a gzip bomb, a redirect off the web, a robots.txt that never
-    answers, all through a RedisStore whose server is not there: every request ends, downloaded or dropped with
-    an exception its errback sees, and the record of it all verifies."""
+    answers, all through a RedisStore whose server (or cluster) is not there: every request ends, downloaded or
+    dropped with an exception its errback sees, and the record of it all verifies. An unreachable cluster raised
+    RedisClusterException, which is no RedisError: the store took it for a fault, not for Redis down."""
     huge, bomb, off_web, silent = sites(
         LoopbackSite(pages={"/robots.txt": robots(RULES_V1 + "# filler\n" * 150_000)}),
         LoopbackSite(pages={"/robots.txt": Page(gzip_bomb(), headers={"Content-Encoding": "gzip"})}),
@@ -146,11 +148,13 @@ async def test_hostile_sites_and_a_failing_store_leave_every_request_ended_and_a
         "ROBOTSTXT_RECORD_DIR": str(tmp_path),
         "ROBOTSTXT_STORE": "scrapy_robots_coccoc.stores.RedisStore",
         "ROBOTSTXT_REDIS_URL": f"redis://127.0.0.1:{unused_port('127.0.0.1')}/0",
+        "ROBOTSTXT_REDIS_CLUSTER": cluster,
         "DOWNLOAD_TIMEOUT": 1,
     }
     crawler = await bounded_crawl(settings, urls=urls, follow=False)
     assert not unaccounted(crawler, urls)
     assert [r for r in caplog.records if r.levelname == "ERROR"] == []
+    assert any("Redis store unreachable" in r.getMessage() for r in caplog.records)  # the worker went on alone
     failures = {url: type(exc).__name__ for url, exc in crawler.spider.failures.items()}
     assert failures[huge.url("/private/x")] == failures[bomb.url("/private/x")] == "RobotsTxtForbidden"
     assert off_web.url("/private/x") in crawler.spider.crawled  # a redirect not followed: unrestricted

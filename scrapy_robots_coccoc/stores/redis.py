@@ -24,7 +24,7 @@ from .._record.entries import digest
 from . import redisstate
 from .base import OriginState
 from .memory import MemoryStore
-from .redisclient import SCRIPTS, AsyncioRedis, ThreadedRedis, redis_client
+from .redisclient import SCRIPTS, AsyncioRedis, ThreadedRedis, redis_client, redis_failures
 from .redisclock import RedisClock
 from .redisstate import MAX_STORED, finite
 
@@ -103,7 +103,7 @@ class RedisStore:
         self._slow_seconds = slow_seconds
         self._agent = agent
         self._signals = signals
-        self._errors = (redis.RedisError, OSError)
+        self._errors = redis_failures()
         self._down_until = 0.0
         self._round_trip = 0.0  # smoothed duration of a call, seconds
         self._clock = RedisClock()

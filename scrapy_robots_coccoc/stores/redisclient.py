@@ -40,6 +40,14 @@ LISTEN_SECONDS = 1.0
 SCRIPTS = {name: "".join(_lua(part) for part in (*_HELPERS.get(name, ()), name)) for name in _NAMES}
 
 
+def redis_failures() -> tuple[type[BaseException], ...]:
+    """What a call raises when Redis fails: a cluster that cannot be reached raises RedisClusterException, which
+    is no RedisError."""
+    import redis
+
+    return (redis.RedisError, redis.exceptions.RedisClusterException, OSError)
+
+
 class AsyncioRedis:
     """``redis.asyncio`` on the loop that runs the crawl."""
 
@@ -59,7 +67,6 @@ class AsyncioRedis:
     def listen(self, channel: str, on_message: Callable[[bytes], None], retry: float) -> Callable[[], Awaitable[None]]:
         """Call *on_message* with each message published on *channel* (subscribed again *retry* seconds after a
         failure) until the returned stop is awaited; on a cluster, *channel* is a shard channel."""
-        import redis
 
         async def subscribed() -> None:
             while True:
@@ -74,7 +81,7 @@ class AsyncioRedis:
                         message = await channels.get_message(ignore_subscribe_messages=True, timeout=LISTEN_SECONDS)
                         if message is not None and message.get("type") == channels.message_type:
                             on_message(message["data"])
-                except (redis.RedisError, OSError):
+                except redis_failures():
                     pass
                 finally:
                     if pubsub is not None:
@@ -126,10 +133,11 @@ class ThreadedRedis:
 
     def listen(self, channel: str, on_message: Callable[[bytes], None], retry: float) -> Callable[[], Awaitable[None]]:
         """As ``AsyncioRedis.listen``, in a thread of its own; *on_message* is called on the reactor thread."""
-        import redis
 
         stopping = threading.Event()
         current: list[Any] = []
+        # ValueError: stop() closed the socket under a read.
+        ended: tuple[type[BaseException], ...] = (*redis_failures(), ValueError)
 
         def subscribed() -> None:
             while not stopping.is_set():
@@ -142,7 +150,7 @@ class ThreadedRedis:
                         message = channels.get_message(ignore_subscribe_messages=True, timeout=LISTEN_SECONDS)
                         if message is not None and message.get("type") == channels.message_type:
                             self._reactor.callFromThread(on_message, message["data"])
-                except (redis.RedisError, OSError, ValueError):  # ValueError: stop() closed the socket under a read
+                except ended:
                     pass
                 finally:
                     with suppress(Exception):
