@@ -208,7 +208,8 @@ def redis_client(settings: BaseSettings) -> Any:
                 f"ROBOTSTXT_REDIS_CLUSTER needs the redis package {CLUSTER_REQUIREMENT} (its cluster clients' "
                 f"sharded pub/sub); {redis.__version__} is installed: pip install 'redis>=8'"
             )
-        if "{" in settings.get("ROBOTSTXT_REDIS_PREFIX", "") or "}" in settings.get("ROBOTSTXT_REDIS_PREFIX", ""):
+        prefix = settings.get("ROBOTSTXT_REDIS_PREFIX", "")
+        if "{" in prefix or "}" in prefix:
             raise StoreSetupError(
                 "ROBOTSTXT_REDIS_PREFIX may not hold { or } on a Redis Cluster: a hash tag in it would put every "
                 "origin in one slot, and the pauses' channel in another than their set"

@@ -9,8 +9,7 @@ local t = redis.call('TIME')
 local function claim()
   local now = tonumber(ARGV[1])
   local outcome, expires = header(KEYS[1], tonumber(ARGV[4]))
-  local known = outcome == 'rules' or outcome == 'unrestricted' or outcome == 'unavailable'
-  if known and ARGV[6] ~= '1' and expires and expires > now and expires <= now + tonumber(ARGV[3]) then
+  if outcome and ARGV[6] ~= '1' and expires and expires > now and expires <= now + tonumber(ARGV[3]) then
     return 0
   end
   if redis.call('SET', KEYS[2], ARGV[5], 'NX', 'PX', ARGV[2]) then return 1 end
