@@ -20,7 +20,7 @@ import pytest_twisted
 
 from scrapy_robots_coccoc import cli, verify
 from scrapy_robots_coccoc._parser import MAX_BYTES
-from scrapy_robots_coccoc._record.journal import DecisionsEncoder
+from scrapy_robots_coccoc._record.writer import DecisionsEncoder
 
 from .crawling import crawl
 from .sites import LoopbackSite, Page, robots, unused_port

@@ -80,6 +80,48 @@ async def in_executor(executor: Executor, function: Callable[..., _T], *args: An
     return await asyncio.wrap_future(future)
 
 
+def watch(fd: int, callback: Callable[[], object], *, writable: bool = False) -> Callable[[], object]:
+    """Call *callback* on the crawl's loop whenever *fd* is readable (*writable*: writable to); the function
+    returned stops it. *callback* must not raise."""
+    if "twisted.internet.reactor" in sys.modules:
+        reactor: Any = clock()  # IReactorFDSet's methods are typed without self
+        watched = _Watched(fd, callback)
+        if writable:
+            reactor.addWriter(watched)
+            return lambda: reactor.removeWriter(watched)
+        reactor.addReader(watched)
+        return lambda: reactor.removeReader(watched)
+    loop = asyncio.get_running_loop()
+    if writable:
+        loop.add_writer(fd, callback)
+        return lambda: loop.remove_writer(fd)
+    loop.add_reader(fd, callback)
+    return lambda: loop.remove_reader(fd)
+
+
+class _Watched:
+    """A file descriptor as Twisted's reactor watches one (an ``IReadWriteDescriptor``)."""
+
+    def __init__(self, fd: int, callback: Callable[[], object]) -> None:
+        self._fd = fd
+        self._callback = callback
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def doRead(self) -> None:
+        self._callback()
+
+    def doWrite(self) -> None:
+        self._callback()
+
+    def connectionLost(self, reason: object) -> None:
+        """Nothing to release: the watcher's owner closes the descriptor."""
+
+    def logPrefix(self) -> str:
+        return "scrapy-robots-coccoc"
+
+
 def _settle(done: Deferred[_T], ended: Future[_T]) -> None:
     exc = ended.exception()
     if exc is not None:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 
 from .._record.entries import derived, timestamp
-from .._record.journal import Journal, RecordFiles, RecordUnwritable, file_stem, now
+from .._record.journal import DECISIONS_NAME, WARC_NAME, Journal, file_stem, now
+from .._record.pipe import RecordUnwritable
 from .._record.warc import Answer, Failure, SharedBody
 from ..exceptions import CrawlDelayOverCap, RobotsTxtFault
 from .fetcher import LocalFault, NoAnswer, Unrestricted, was_cut
@@ -76,10 +77,10 @@ class ComplianceRecord:
             "max-crawl-delay": str(settings.get("ROBOTSTXT_MAX_CRAWL_DELAY", 10)),
             "crawl-delay-over-cap": str(settings.get("ROBOTSTXT_CRAWL_DELAY_OVER_CAP", "clamp")),
         }
-        files = RecordFiles(Path(directory), file_stem(), info, max_origins)
-        self.paths = (files.warc_path, files.decisions_path)
-        files.open()  # OSError: the middleware stops the crawl at start-up
-        self._journal = Journal(files, self._unwritable, MAX_PENDING)
+        root, stem = Path(directory), file_stem()
+        self.paths = (root / WARC_NAME.format(stem=stem), root / DECISIONS_NAME.format(stem=stem))
+        root.mkdir(parents=True, exist_ok=True)  # OSError, here or next: the middleware stops the crawl at start-up
+        self._journal = Journal(self.paths, info, max_origins, self._unwritable, MAX_PENDING)
         crawler.signals.connect(self._close, signal=signals.spider_closed)
         crawler.signals.connect(self._shared, signal=_body_shared)
 

@@ -1,39 +1,33 @@
-"""Writing the record: its two files, appended in a thread of their own, in order, each batch flushed to the
-operating system before the requests it decided go on (group commit), and synced to disk at least every second."""
+"""Keeping the record: entries batched on the crawl's loop and sent to the writing process (``pipe.py``), each
+batch written before the requests it decided go on (group commit)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
-import time
 import uuid
-import zlib
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from .._crawl import loop
 from .entries import timestamp
-from .warc import WarcFile
+from .pipe import RecordUnwritable, WritingProcess
+from .warc import Info
+from .writer import describe, encode
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
+    from pathlib import Path
 
-    from .warc import Answer, Failure, SharedBody
+    from .warc import WarcEntry
 
-    WarcEntry = Answer | Failure | SharedBody
     Entry = WarcEntry | dict[str, Any]
 
 WARC_NAME = "robots-{stem}.warc.gz"
 DECISIONS_NAME = "decisions-{stem}.jsonl.gz"
-#: Seconds between syncs to disk, at most; a batch is flushed to the operating system at once.
-SYNC_SECONDS = 1.0
 
 
 def now() -> str:
@@ -46,85 +40,6 @@ def file_stem() -> str:
     started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     host = "".join(c if c.isalnum() or c in ".-" else "_" for c in socket.gethostname()) or "host"
     return f"{started}-{uuid.uuid4().hex[:8]}-{host}-{os.getpid()}"
-
-
-class DecisionsEncoder:
-    """JSON lines in one gzip stream, sync-flushed at each batch so that what was written reads back after a crash.
-    Encoding runs on the crawl's loop (microseconds a line): the writing thread only writes bytes."""
-
-    def __init__(self) -> None:
-        self._gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
-        self._lines: list[str] = []
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def add(self, entry: dict[str, Any]) -> None:
-        self._lines.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
-
-    def take(self) -> bytes:
-        """The lines added since the last take, compressed and flushed."""
-        if not self._lines:
-            return b""
-        text = "\n".join(self._lines) + "\n"
-        self._lines = []
-        return self._gzip.compress(text.encode("utf-8", "surrogateescape")) + self._gzip.flush(zlib.Z_SYNC_FLUSH)
-
-    def finish(self) -> bytes:
-        return self.take() + self._gzip.flush(zlib.Z_FINISH)
-
-
-class RecordFiles:
-    """The two files of one crawl and process: :meth:`open` at start-up, then the journal's thread writes."""
-
-    def __init__(self, directory: Path, stem: str, info: Mapping[str, str], max_bodies: int) -> None:
-        self.warc_path = directory / WARC_NAME.format(stem=stem)
-        self.decisions_path = directory / DECISIONS_NAME.format(stem=stem)
-        self._directory = directory
-        self._info = info
-        self._warc = WarcFile(max_bodies)
-        self._files: list[BinaryIO] = []
-        self._synced_at = 0.0
-
-    def open(self) -> None:
-        """Create the files and write the warcinfo record: the only call made on the crawl's loop, at start-up,
-        so that a directory that cannot hold the record stops the crawl before its first request. Nothing is
-        left behind when it fails."""
-        self._directory.mkdir(parents=True, exist_ok=True)
-        try:
-            for path in (self.warc_path, self.decisions_path):
-                self._files.append(open(path, "xb", buffering=0))  # noqa: SIM115 (closed by close())
-            self.write([self._warc.info(self.warc_path.name, self._info)], b"")
-        except BaseException:
-            self.close()
-            for path in (self.warc_path, self.decisions_path):
-                path.unlink(missing_ok=True)
-            raise
-
-    def write(self, warc: list[WarcEntry | bytes], decisions: bytes) -> None:
-        """Append *warc* records (built here: a body may take milliseconds to compress) and *decisions* bytes."""
-        records = b"".join(entry if isinstance(entry, bytes) else self._warc.record(entry) for entry in warc)
-        for file, data in zip(self._files, (records, decisions), strict=True):
-            view = memoryview(data)
-            while view:
-                view = view[file.write(view) or 0 :]
-        if time.monotonic() - self._synced_at >= SYNC_SECONDS:
-            self.sync()
-
-    def sync(self) -> None:
-        for file in self._files:
-            os.fsync(file.fileno())
-        self._synced_at = time.monotonic()
-
-    def close(self, last: bytes = b"") -> None:
-        try:
-            if last:
-                self.write([], last)
-                self.sync()
-        finally:
-            for file in self._files:
-                file.close()
-            self._files = []
 
 
 class _Written:
@@ -163,126 +78,97 @@ class _Written:
                 waiter.errback(error)
 
 
-class RecordUnwritable(OSError):
-    """The record could not be written: what it should hold is lost from this point."""
-
-
 class Journal:
-    """Batches entries on the crawl's loop and hands each batch to one writing thread while the next fills (group
-    commit). :meth:`written` says when all entries added so far are on the operating system's side; the files are
-    synced to disk at most ``SYNC_SECONDS`` after a write."""
+    """Batches entries on the crawl's loop and sends each batch to the writing process while the next fills (group
+    commit). :meth:`written` says when all entries added so far are on the operating system's side; the process
+    syncs the files to disk at most ``SYNC_SECONDS`` after a write."""
 
-    def __init__(self, files: RecordFiles, failed: Callable[[RecordUnwritable], None], max_pending: int) -> None:
-        self._files = files
+    def __init__(
+        self,
+        paths: tuple[Path, Path],
+        info: Mapping[str, str],
+        max_bodies: int,
+        failed: Callable[[RecordUnwritable], None],
+        max_pending: int,
+    ) -> None:
         self._failed = failed
         self._max_pending = max_pending
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="robotstxt-record")
-        self._decisions = DecisionsEncoder()
-        self._warc: list[WarcEntry] = []
+        self._process = WritingProcess(paths, max_bodies, self._batch_written)
+        self._warc: list[WarcEntry] = [Info(paths[0].name, dict(info))]
+        self._lines: list[str] = []
         self._pending_written: _Written | None = None  # the end of the batch filling, once awaited
         self._flight: _Written | None = None  # the end of the batch being written; None: none is
         self._idle: list[Deferred[None]] = []  # close's wait for the writing to stop
-        self._sync_timer: loop.Timer | None = None
         self._closed = False
         self.error: RecordUnwritable | None = None
 
     @property
     def backlogged(self) -> bool:
         """Whether entries wait beyond the bound: callers that can, wait or leave the work to a later step."""
-        return len(self._decisions) + len(self._warc) >= self._max_pending
+        return len(self._lines) + len(self._warc) >= self._max_pending
 
     def add(self, entry: Entry) -> None:
         if self.error is not None or self._closed:
             return
         if isinstance(entry, dict):
-            self._decisions.add(entry)
+            self._lines.append(encode(entry))
         else:
             self._warc.append(entry)
-        self._start()
+        self._send()
 
     def written(self) -> Awaitable[None] | None:
         """An awaitable done once every entry added so far is written (raises :class:`RecordUnwritable`); None if
         that is so already."""
         if self.error is not None:
             return _raising(self.error)
-        if self._warc or len(self._decisions):
+        if self._warc or self._lines:
             if self._pending_written is None:
                 self._pending_written = _Written()
             return self._pending_written.wait()
         return None if self._flight is None else self._flight.wait()
 
     async def close(self) -> None:
-        """Write what is left, end the gzip stream, sync and close the files."""
+        """Write what is left, then let the process end the gzip stream, sync and close the files."""
         self._closed = True
-        if self._sync_timer is not None:
-            self._sync_timer.cancel()
+        self._send()
         if self._flight is not None:
             idle: Deferred[None] = Deferred()
             self._idle.append(idle)
             await maybe_deferred_to_future(idle)
         try:
-            if self.error is None:
-                await loop.in_executor(self._executor, self._files.close, self._decisions.finish())
-            else:
-                await loop.in_executor(self._executor, self._files.close)
+            await self._process.close()
         except Exception as exc:
             self._fail(exc)
-        finally:
-            self._executor.shutdown(wait=False)
 
-    def _start(self) -> None:
-        if self._flight is None and self.error is None:
-            self._flight = _Written()
-            deferred_from_coro(self._drain())
+    def _send(self) -> None:
+        """Send the entries waiting as one batch, unless one is being written: they go when it is."""
+        if self._flight is None and self.error is None and (self._warc or self._lines):
+            warc, self._warc = self._warc, []
+            text = "\n".join(self._lines) + "\n" if self._lines else ""
+            self._lines = []
+            self._flight, self._pending_written = self._pending_written or _Written(), None
+            self._process.send(warc, text)
 
-    async def _drain(self) -> None:
-        """Write batch after batch while entries come; every waiter is released here, whatever happens."""
+    def _batch_written(self, error: RecordUnwritable | None) -> None:
+        """The process wrote the batch in flight (*error* None), or stopped writing: release its waiters here,
+        whatever happened, then send the next."""
         try:
-            while (self._warc or len(self._decisions)) and self.error is None:
-                warc, self._warc = self._warc, []
-                decisions = self._decisions.take()
-                self._flight, self._pending_written = self._pending_written or _Written(), None
-                await loop.in_executor(self._executor, self._files.write, warc, decisions)
-                self._flight.settle(None)
-            if self._sync_timer is None and not self._closed:
-                self._sync_timer = loop.call_later(SYNC_SECONDS, self._sync)
-        except Exception as exc:  # whatever it is, the batch is not on record
-            self._fail(exc)
+            if error is not None:
+                self._fail(error)
         finally:
-            self._ended()
-
-    def _sync(self) -> None:
-        """Sync what the last writes left unsynced, at most SYNC_SECONDS after them."""
-        self._sync_timer = None
-        if self.error is None and not self._closed and self._flight is None:
-            self._flight = _Written()
-            deferred_from_coro(self._synced())
-
-    async def _synced(self) -> None:
-        try:
-            await loop.in_executor(self._executor, self._files.sync)
-        except Exception as exc:
-            self._fail(exc)
-        finally:
-            self._ended()
-            if self._warc or len(self._decisions):
-                self._start()
-
-    def _ended(self) -> None:
-        """The writing stopped: release the batch in flight (if not yet) and close's wait."""
-        flight, self._flight = self._flight, None
-        if flight is not None:
-            flight.settle(self.error)
-        idle, self._idle = self._idle, []
-        for waiter in idle:
-            waiter.callback(None)
+            flight, self._flight = self._flight, None
+            if flight is not None:
+                flight.settle(self.error)
+            idle, self._idle = self._idle, []
+            for waiter in idle:
+                waiter.callback(None)
+        self._send()
 
     def _fail(self, exc: BaseException) -> None:
         if self.error is not None:
             return
         self.error = exc if isinstance(exc, RecordUnwritable) else RecordUnwritable(describe(exc))
-        self._warc = []
-        self._decisions = DecisionsEncoder()
+        self._warc, self._lines = [], []
         pending, self._pending_written = self._pending_written, None
         if pending is not None:
             pending.settle(self.error)
@@ -291,7 +177,3 @@ class Journal:
 
 async def _raising(error: BaseException) -> None:
     raise error
-
-
-def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else str(exc)

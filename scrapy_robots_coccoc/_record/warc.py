@@ -19,16 +19,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from http import HTTPStatus
 from io import BytesIO
-from typing import TYPE_CHECKING
 
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from .._parser.body import complete_lines
 from .entries import digest
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 ORIGIN_HEADER = "WARC-Robots-Origin"
 #: Bodies remembered for revisits at most: past them a body is written again (a larger file, as correct).
@@ -37,6 +33,14 @@ OUTCOME_FIELD = "outcome"
 # Headers describing a transfer Scrapy already undid: kept under another name, as warcprox and pywb do, so that a
 # reader does not undo it again on the body as recorded.
 _UNDONE = {b"transfer-encoding", b"content-encoding", b"content-length"}
+
+
+@dataclass(frozen=True, slots=True)
+class Info:
+    """The file's ``warcinfo`` record: its name and the crawl's settings that decide."""
+
+    filename: str
+    fields: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,9 @@ class SharedBody:
     date: str
 
 
+WarcEntry = Info | Answer | Failure | SharedBody
+
+
 def parsed_body(payload: bytes, truncated: bool) -> bytes:
     """The bytes the parser read from a recorded *payload*: what the ``robots`` digest of a decision is of."""
     return complete_lines(payload, cut=truncated)
@@ -94,13 +101,12 @@ class WarcFile:
         self._held: OrderedDict[str, tuple[str, str, str, str]] = OrderedDict()
         self._max_bodies = max(1, min(max_bodies, MAX_HELD))
 
-    def info(self, filename: str, fields: Mapping[str, str]) -> bytes:
-        self._writer.write_record(self._writer.create_warcinfo_record(filename, dict(fields)))
-        return self._take()
-
-    def record(self, entry: Answer | Failure | SharedBody) -> bytes:
+    def record(self, entry: WarcEntry) -> bytes:
         """The record of *entry*, gzipped; b"" for a shared body this file holds already."""
-        self._write(entry)
+        if isinstance(entry, Info):
+            self._writer.write_record(self._writer.create_warcinfo_record(entry.filename, dict(entry.fields)))
+        else:
+            self._write(entry)
         return self._take()
 
     def _take(self) -> bytes:
