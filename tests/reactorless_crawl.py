@@ -2,12 +2,13 @@
 Scrapy 2.15+), importing the reactor forbidden as ``AsyncCrawlerProcess``
 forbids it, against a site served by asyncio on 127.0.0.2:
 
-    python -m tests.reactorless_crawl ROBOTS_DELAY [REDIS_URL]
+    python -m tests.reactorless_crawl ROBOTS_DELAY [REDIS_URL] [--record DIR]
 
 The site's robots.txt (``Crawl-delay: 0.3``, ``Disallow: /x``) answers after
 ROBOTS_DELAY seconds; with a Redis URL the crawl uses RedisStore and closes
-after 0.3 s. Prints JSON: the pages crawled, when each path was served, the
-robotstxt/ stats, the Redis keys left and our WARNINGs.
+after 0.3 s; with ``--record`` it keeps the compliance record under DIR.
+Prints JSON: the pages crawled, when each path was served, the robotstxt/
+stats, the Redis keys left and our WARNINGs.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .crawling import SETTINGS, RecordingSpider
 ROBOTS = b"User-agent: *\nCrawl-delay: 0.3\nDisallow: /x\n"
 
 
-async def main(robots_delay: float, redis_url: str | None) -> None:
+async def main(robots_delay: float, redis_url: str | None, record_dir: str | None) -> None:
     served: list[tuple[float, str]] = []
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -56,6 +57,8 @@ async def main(robots_delay: float, redis_url: str | None) -> None:
                 "DOWNLOAD_TIMEOUT": 0.5,
             }
         )
+    if record_dir:
+        settings["ROBOTSTXT_RECORD_DIR"] = record_dir
     warnings: list[str] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = lambda record: warnings.append(record.getMessage())  # type: ignore[method-assign]
@@ -85,4 +88,8 @@ async def main(robots_delay: float, redis_url: str | None) -> None:
 
 if __name__ == "__main__":
     install_reactor_import_hook()
-    asyncio.run(main(float(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None))
+    args = sys.argv[1:]
+    record = args[args.index("--record") + 1] if "--record" in args else None
+    if record:
+        args = args[: args.index("--record")]
+    asyncio.run(main(float(args[0]), args[1] if len(args) > 1 else None, record))

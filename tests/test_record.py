@@ -11,6 +11,8 @@ import os
 import resource
 import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +23,13 @@ from warcio.archiveiterator import ArchiveIterator
 
 from scrapy_robots_coccoc import verify
 
-from .crawling import bad_records, bounded_crawl, crawl, stat, unaccounted
-from .redis_worker import SELECT_REACTOR
-from .redisserver import workers
+from .crawling import REACTORLESS_SCRAPY, bad_records, bounded_crawl, crawl, run_reactorless, stat, unaccounted
+from .redis_worker import SELECT_REACTOR, SETTINGS_VARIABLE
+from .redisserver import ROOT, sleep, workers
 from .sites import HostileSite, LoopbackSite, Page, robots, site_with, unused_port
 from .test_fetch_bodies import gzip_bomb
 
+EPOLL_REACTOR = "twisted.internet.epollreactor.EPollReactor"
 RULES_V1 = "User-agent: *\nDisallow: /private\nCrawl-delay: 0.1\n"
 RULES_V2 = "User-agent: *\nDisallow: /private\nDisallow: /p4\nCrawl-delay: 0.1\n"
 
@@ -43,6 +46,41 @@ def warc_records(directory: Path) -> list[tuple[str, str | None, int | None]]:
             for record in ArchiveIterator(stream):
                 status = int(record.http_headers.get_statuscode()) if record.http_headers else None
                 found.append((record.rec_type, record.rec_headers.get_header("WARC-Target-URI"), status))
+    return found
+
+
+def recorded_urls(directory: Path) -> set[str]:
+    """The URLs of the decisions the record holds, up to where a file ends mid-write."""
+    urls: set[str] = set()
+    for path in directory.glob("decisions-*.jsonl.gz"):
+        with gzip.open(path) as lines, contextlib.suppress(EOFError):
+            urls.update(json.loads(line)["url"] for line in lines)
+    return urls
+
+
+def finished(path: Path) -> bool:
+    """Whether the gzip stream of *path* is whole (its writer ended it)."""
+    try:
+        with gzip.open(path) as stream:
+            while stream.read(1 << 16):
+                pass
+    except (EOFError, OSError):
+        return False
+    return True
+
+
+def writing_processes() -> list[int]:
+    """The process ids of this process's compliance record writers."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        parent = int(status[status.rindex(")") + 2 :].split()[1])
+        if parent == os.getpid() and b"scrapy_robots_coccoc._record.writer" in command:
+            found.append(int(entry.name))
     return found
 
 
@@ -200,18 +238,25 @@ async def test_two_scrapy_redis_workers_each_write_a_record_that_verifies(sites,
 
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
+@pytest.mark.parametrize("reactor", [SELECT_REACTOR, EPOLL_REACTOR])
 @pytest_twisted.ensureDeferred
-async def test_a_crawl_under_another_reactor_writes_a_record_that_verifies(sites, redis_server, tmp_path, capsys):
-    """Under a reactor that is not asyncio's the writing thread reports through the reactor: the crawl ends (its
-    last requests dropped, the journal still writing, used to spin for ever at close) and the record verifies."""
+async def test_a_crawl_under_another_reactor_writes_a_record_that_verifies(
+    sites, redis_server, tmp_path, capsys, reactor
+):
+    """Under a reactor that is not asyncio's the writing process's replies are read through the reactor: the crawl
+    ends (its last requests dropped, the journal still writing, once spun for ever at close; epoll reports the
+    process's exit as a hang-up, without a read) and the record verifies."""
     (site,) = sites(
         LoopbackSite(
             pages={"/robots.txt": robots("User-agent: *\nDisallow: /private\n")},
             links={"/": [f"/p{i}" for i in range(4)] + [f"/private/{i}" for i in range(20)]},
         )
     )
-    settings = {"ROBOTSTXT_RECORD_DIR": str(tmp_path), "TWISTED_REACTOR": SELECT_REACTOR}
-    ((out, err, code),) = await workers(redis_server.url, [site.url("/")], settings=settings)
+    from twisted.internet import reactor as tests_reactor
+
+    settings = {"ROBOTSTXT_RECORD_DIR": str(tmp_path), "TWISTED_REACTOR": reactor}
+    worker = workers(redis_server.url, [site.url("/")], settings=settings)
+    ((out, err, code),) = await worker.addTimeout(60, tests_reactor)  # a crawl that never ends fails
     assert code == 0, err.decode()[-3000:]
     assert len(json.loads(out.decode().splitlines()[-1])["crawled"]) == 5
     assert len(decisions(tmp_path)) == 25
@@ -253,6 +298,86 @@ async def test_a_record_that_cannot_be_written_stops_the_crawl_with_nothing_unre
     assert served <= recorded
     assert len(served) < 10 * 31, "the crawl stopped"
     assert stat(crawler, "robotstxt/fault/dropped") > 0
+
+
+class KillingSite(LoopbackSite):
+    """Kills this process's record writers when *path* is requested."""
+
+    def __init__(self, path: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kill_at = path
+
+    def render_GET(self, request):
+        if request.uri.decode() == self.kill_at:
+            for pid in writing_processes():
+                os.kill(pid, signal.SIGKILL)
+        return super().render_GET(request)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_writing_process_that_dies_stops_the_crawl_with_nothing_unrecorded(sites, tmp_path, caplog):
+    """The record's writing process killed mid-crawl: the crawl stops with its own finish reason and one ERROR line,
+    and every page the site served had its decision written before it was requested."""
+    site = KillingSite(
+        "/p5",
+        pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.02\n")},
+        links={"/": [f"/p{i}" for i in range(40)]},
+    )
+    sites(site)
+    crawler = await crawl({"ROBOTSTXT_RECORD_DIR": str(tmp_path)}, urls=[site.url("/")])
+    assert stat(crawler, "finish_reason") == "robotstxt_record_unwritable"
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "writing process" in errors[0], errors
+    served = {site.url(path) for _, path in site.log if path != "/robots.txt"}
+    assert site.url("/p5") in served and len(served) < 41
+    assert served <= recorded_urls(tmp_path)
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
+@pytest_twisted.ensureDeferred
+async def test_a_crawl_killed_mid_way_leaves_a_finished_record_that_verifies(sites, redis_server, tmp_path, capsys):
+    """SIGKILL of the crawl's process: its writing process still writes every batch it was sent, ends the gzip
+    stream and syncs, so the record holds the decision of every page served and verifies whole, no torn tail."""
+    (site,) = sites(
+        LoopbackSite(
+            pages={"/robots.txt": robots("User-agent: *\nDisallow: /private\nCrawl-delay: 0.05\n")},
+            links={"/": [f"/p{i}" for i in range(60)] + ["/private/a"]},
+        )
+    )
+    settings = json.dumps({"ROBOTSTXT_RECORD_DIR": str(tmp_path)})
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.redis_worker", redis_server.url, site.url("/")],
+        cwd=ROOT,
+        env={**os.environ, SETTINGS_VARIABLE: settings},
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(300):  # until 10 pages are served, 30 s at most
+            if len(site.log) > 10:
+                break
+            await sleep(0.1)
+    finally:
+        worker.kill()
+        worker.wait()
+    (path,) = tmp_path.glob("decisions-*.jsonl.gz")
+    for _ in range(100):
+        if finished(path):
+            break
+        await sleep(0.1)
+    served = {site.url(path) for _, path in site.log if path != "/robots.txt"}
+    assert 10 <= len(served) < 61
+    assert finished(path)
+    assert served <= recorded_urls(tmp_path)
+    code, out = verified(tmp_path, capsys)
+    assert code == 0, out
+
+
+@pytest.mark.skipif(not REACTORLESS_SCRAPY, reason="Scrapy 2.15+ crawls without a reactor")
+def test_a_crawl_without_a_reactor_writes_a_record_that_verifies(tmp_path, capsys):
+    result = run_reactorless("0", "--record", str(tmp_path))
+    assert result["crawled"] == ["/a", "/b", "/c"]
+    assert sorted(entry["decision"] for entry in decisions(tmp_path)) == ["allowed"] * 3 + ["forbidden"]
+    assert verified(tmp_path, capsys)[0] == 0
 
 
 @pytest_twisted.ensureDeferred

@@ -116,7 +116,9 @@ class _Watched:
         self._callback()
 
     def connectionLost(self, reason: object) -> None:
-        """Nothing to release: the watcher's owner closes the descriptor."""
+        """The other end closed (epoll's hang-up, which Twisted reports without ``doRead``): the callback's read or
+        write then meets it. The reactor stopped watching; the owner closes the descriptor."""
+        self._callback()
 
     def logPrefix(self) -> str:
         return "scrapy-robots-coccoc"

@@ -40,7 +40,7 @@ class WritingProcess:
         fds: list[int] = []
         try:
             for path in paths:
-                fds.append(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                fds.append(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             self._process = subprocess.Popen(
                 [sys.executable, "-m", f"{__package__}.writer", *map(str, fds), str(max_bodies)],
                 stdin=subprocess.PIPE,
