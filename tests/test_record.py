@@ -8,6 +8,7 @@ import contextlib
 import gzip
 import json
 import os
+import pickle
 import resource
 import shutil
 import signal
@@ -22,8 +23,19 @@ from twisted.web.server import NOT_DONE_YET
 from warcio.archiveiterator import ArchiveIterator
 
 from scrapy_robots_coccoc import verify
+from scrapy_robots_coccoc._record import pipe
+from scrapy_robots_coccoc._record.writer import FRAME as writer_frame
 
-from .crawling import REACTORLESS_SCRAPY, bad_records, bounded_crawl, crawl, run_reactorless, stat, unaccounted
+from .crawling import (
+    REACTORLESS_SCRAPY,
+    bad_records,
+    bounded_crawl,
+    crawl,
+    run_python,
+    run_reactorless,
+    stat,
+    unaccounted,
+)
 from .redis_worker import SELECT_REACTOR, SETTINGS_VARIABLE
 from .redisserver import ROOT, sleep, workers
 from .sites import HostileSite, LoopbackSite, Page, robots, site_with, unused_port
@@ -370,6 +382,54 @@ async def test_a_crawl_killed_mid_way_leaves_a_finished_record_that_verifies(sit
     assert served <= recorded_urls(tmp_path)
     code, out = verified(tmp_path, capsys)
     assert code == 0, out
+
+
+def test_a_writing_process_whose_crawl_died_with_a_batch_unacknowledged_still_finishes_the_record(tmp_path):
+    """The crawl killed between sending a batch and reading its acknowledgement: the acknowledgement's write fails
+    (EPIPE), which once ended the process before it finished the files (no gzip trailer, verify exit 3)."""
+    paths = [tmp_path / "robots.warc.gz", tmp_path / "decisions.jsonl.gz"]
+    fds = [os.open(path, os.O_WRONLY | os.O_CREAT) for path in paths]
+    writer = subprocess.Popen(pipe.command(fds, 10), stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=fds)
+    for fd in fds:
+        os.close(fd)
+    assert writer.stdin is not None and writer.stdout is not None
+    writer.stdout.close()  # the crawl is gone
+    batch = pickle.dumps(([], '{"url":"a"}\n'))
+    writer.stdin.write(writer_frame.pack(len(batch)) + batch)
+    writer.stdin.close()
+    assert writer.wait(timeout=10) == 0
+    assert finished(paths[1])
+    with gzip.open(paths[1]) as lines:
+        assert [json.loads(line) for line in lines] == [{"url": "a"}]
+
+
+def test_entries_waiting_behind_a_batch_at_close_are_written_under_another_reactor(tmp_path):
+    """Closed while a batch is being written and another entry waits: under a reactor whose waits resume at once
+    (Deferreds, not asyncio's futures), close once ended the process's input before that entry was sent, losing
+    it and reporting a failure of a record that had none."""
+    script = f"""
+import asyncio, gzip, json, sys
+from pathlib import Path
+from twisted.internet import selectreactor
+selectreactor.install()
+from twisted.internet import defer, reactor
+from scrapy_robots_coccoc._record.journal import Journal
+
+async def main():
+    failures = []
+    directory = Path({str(tmp_path)!r})
+    paths = (directory / "robots.warc.gz", directory / "decisions.jsonl.gz")
+    journal = Journal(paths, {{}}, 10, failures.append, 100)
+    journal.add({{"url": "a"}})  # its batch is sent at once
+    journal.add({{"url": "b"}})  # waits behind it
+    await journal.close()
+    lines = [json.loads(line)["url"] for line in gzip.open(paths[1])]
+    print(json.dumps({{"failures": [str(failure) for failure in failures], "lines": lines}}))
+
+defer.ensureDeferred(main()).addBoth(lambda result: (reactor.stop(), result)[1])
+reactor.run()
+"""
+    assert run_python("-c", script) == {"failures": [], "lines": ["a", "b"]}
 
 
 @pytest.mark.skipif(not REACTORLESS_SCRAPY, reason="Scrapy 2.15+ crawls without a reactor")

@@ -146,8 +146,14 @@ class Journal:
             warc, self._warc = self._warc, []
             text = "\n".join(self._lines) + "\n" if self._lines else ""
             self._lines = []
-            self._flight, self._pending_written = self._pending_written or _Written(), None
-            self._process.send(warc, text)
+            flight, self._pending_written = self._pending_written or _Written(), None
+            self._flight = flight
+            try:
+                self._process.send(warc, text)
+            except Exception as exc:  # not sent: its requests must not wait for it
+                self._flight = None
+                self._fail(exc)
+                flight.settle(self.error)
 
     def _batch_written(self, error: RecordUnwritable | None) -> None:
         """The process wrote the batch in flight (*error* None), or stopped writing: release its waiters here,
@@ -159,10 +165,11 @@ class Journal:
             flight, self._flight = self._flight, None
             if flight is not None:
                 flight.settle(self.error)
-            idle, self._idle = self._idle, []
-            for waiter in idle:
-                waiter.callback(None)
-        self._send()
+            self._send()
+            if self._flight is None:  # close waits for the entries that came meanwhile too
+                idle, self._idle = self._idle, []
+                for waiter in idle:
+                    waiter.callback(None)
 
     def _fail(self, exc: BaseException) -> None:
         if self.error is not None:

@@ -3,6 +3,7 @@ each batch through a pipe the reactor never waits on, and says when each batch i
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -13,13 +14,26 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from .._crawl import loop
-from .writer import FAILED, FRAME
+from .writer import END, FAILED, FRAME, WRITTEN
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
     from .warc import WarcEntry
+
+
+# Run with the crawl's own sys.path (-I: no environment, no working directory first), so that the process imports
+# the package and warcio the crawl imports.
+_LAUNCH = (
+    "import json, sys; sys.path[:] = json.loads(sys.argv.pop(1)); "
+    f"from {__package__}.writer import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def command(fds: list[int], max_bodies: int) -> list[str]:
+    """The command line of the writing process, writing the files open on *fds* (WARC, decisions)."""
+    return [sys.executable, "-I", "-c", _LAUNCH, json.dumps(sys.path), *map(str, fds), str(max_bodies)]
 
 
 class RecordUnwritable(OSError):
@@ -34,21 +48,20 @@ class WritingProcess:
     def __init__(
         self, paths: tuple[Path, Path], max_bodies: int, written: Callable[[RecordUnwritable | None], None]
     ) -> None:
-        if os.name != "posix" or not sys.executable:
-            raise OSError("the compliance record's writing process needs a POSIX system and sys.executable")
+        if os.name != "posix" or not sys.executable or getattr(sys, "frozen", False):
+            raise OSError("the compliance record's writing process needs a POSIX system and a Python interpreter")
         self._written = written
         fds: list[int] = []
         try:
             for path in paths:
                 fds.append(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             self._process = subprocess.Popen(
-                [sys.executable, "-m", f"{__package__}.writer", *map(str, fds), str(max_bodies)],
+                command(fds, max_bodies),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 bufsize=0,
                 pass_fds=fds,
-                # The package and warcio as this process imports them.
-                env={**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)},
+                start_new_session=True,
             )
         except BaseException:
             for path in paths[: len(fds)]:
@@ -83,8 +96,8 @@ class WritingProcess:
         """End the process's input once every batch is in the pipe, and wait for the process to finish the files
         and exit; raises :class:`RecordUnwritable` if it did not."""
         self._closing = True
-        if not self._out:
-            self._end_input()
+        self._out += END
+        self._flush()
         if not self._ended:
             if self._stop_reading is None:
                 self._stop_reading = loop.watch(self._replies, self._read)
@@ -96,6 +109,9 @@ class WritingProcess:
             raise RecordUnwritable(f"the record's writing process exited with status {status}")
 
     def _flush(self) -> None:
+        if not self._input_open():  # its descriptor's number may be another file's by now
+            self._out.clear()
+            return
         try:
             while self._out:
                 del self._out[: os.write(self._requests, self._out)]
@@ -105,17 +121,18 @@ class WritingProcess:
             return
         except OSError:  # the process ended: its replies, closed too, say why
             self._out.clear()
+            self._end_input()
         if self._stop_writing is not None:
             self._stop_writing()
             self._stop_writing = None
-        if self._closing or not self._process_running():
+        if self._closing:
             self._end_input()
 
-    def _process_running(self) -> bool:
+    def _input_open(self) -> bool:
         return self._process.stdin is not None and not self._process.stdin.closed
 
     def _end_input(self) -> None:
-        if self._process_running():
+        if self._input_open():
             assert self._process.stdin is not None
             self._process.stdin.close()
 
@@ -132,6 +149,10 @@ class WritingProcess:
             self._failure += data
         else:
             done, failed, cause = data.partition(FAILED)
+            if done != WRITTEN * len(done):  # not our writer: nothing it says is an acknowledgement
+                self._failure = bytearray(b"unexpected output from the record's writing process: %r" % done[:80])
+                self._process.kill()  # its replies end, and _end() reports it
+                return
             for _ in done:
                 self._unacknowledged -= 1
                 self._written(None)

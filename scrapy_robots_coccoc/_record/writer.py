@@ -2,13 +2,12 @@
 acknowledges it once both are handed to the operating system, then syncs them to disk within a second.
 
 A process of its own, not a thread, because a thread woken for every batch shares the crawl's interpreter lock:
-measured on the whole corpus, that alone cost the crawl a tenth of its pages per second. When the crawl's end of
-the pipe closes, whether the crawl closed it or died, the process writes what it was sent, ends the gzip stream,
-syncs and exits.
+measured on the corpus crawl, that alone cost a tenth of its pages per second. When the crawl ends the record, or
+dies, the process writes what it was sent, ends the gzip stream, syncs and exits.
 
-Run as ``python -m scrapy_robots_coccoc._record.writer WARC_FD DECISIONS_FD MAX_BODIES`` by
-:class:`~._record.pipe.WritingProcess`, with the two files open on those descriptors. On standard input, batches:
-a 4-byte big-endian length, then the pickle of ``(WARC entries, decision lines)``. On standard output, one
+:class:`~._record.pipe.WritingProcess` runs :func:`main` in a session of its own (the terminal's signals are the
+crawl's to act on), with the two files open on descriptors it names. On standard input, batches: a 4-byte
+big-endian length, then the pickle of ``(WARC entries, decision lines)``; ``END`` last. On standard output, one
 ``WRITTEN`` byte per batch written, or ``FAILED`` and what failed, before it exits with status 1."""
 
 from __future__ import annotations
@@ -17,11 +16,11 @@ import json
 import os
 import pickle
 import select
-import signal
 import struct
 import sys
 import time
 import zlib
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from .warc import WarcFile
@@ -32,6 +31,8 @@ if TYPE_CHECKING:
     from .warc import WarcEntry
 
 FRAME = struct.Struct(">I")
+#: A batch of no length: the crawl ends the record (its end of the pipe may stay open in a process it forked).
+END = FRAME.pack(0)
 WRITTEN = b"."
 FAILED = b"!"
 #: Seconds between syncs to disk, at most; a batch is handed to the operating system at once.
@@ -112,47 +113,46 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def batches(source: int, files: RecordFiles) -> Iterator[tuple[list[WarcEntry], str]]:
-    """Each whole batch read from *source* until it ends, syncing *files* when due while none comes."""
+    """Each batch read from *source* until ``END`` or the end of the pipe, syncing *files* when due."""
     pending = bytearray()
     while True:
+        if files.sync_in() == 0:  # due, even while batches keep coming
+            files.sync()
         if len(pending) >= FRAME.size:
             (size,) = FRAME.unpack_from(pending)
+            if not size:
+                return
             if len(pending) >= FRAME.size + size:
                 batch = pickle.loads(memoryview(pending)[FRAME.size : FRAME.size + size])
                 del pending[: FRAME.size + size]
                 yield batch
                 continue
         if not select.select([source], [], [], files.sync_in())[0]:
-            files.sync()
             continue
         chunk = os.read(source, _READ_SIZE)
         if not chunk:
-            return  # the crawl's end closed: a batch cut short was never acknowledged
+            return  # the crawl died: a batch cut short was never acknowledged
         pending += chunk
 
 
 def main(argv: list[str]) -> int:
-    # The crawl decides when the record ends (its end of the pipe closes): Ctrl-C and a SIGTERM sent to the
-    # whole process group reach the crawl, which shuts down and then closes the pipe.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """Write what the crawl sends (*argv*: the two files' descriptors and the bodies to remember) until it ends
+    the record or dies; 1 if the files could not be written."""
     warc_fd, decisions_fd, max_bodies = (int(value) for value in argv)
     source, replies = sys.stdin.fileno(), sys.stdout.fileno()
     try:
         files = RecordFiles(warc_fd, decisions_fd, max_bodies)
         for warc, text in batches(source, files):
             files.write(warc, text)
-            os.write(replies, WRITTEN)
+            with suppress(OSError):  # the crawl died: what it sent is still written
+                os.write(replies, WRITTEN)
         files.close()
     except BaseException as exc:  # whatever it is, the batch is not on record
-        os.write(replies, FAILED + describe(exc).encode("utf-8", "replace"))
+        with suppress(OSError):
+            os.write(replies, FAILED + describe(exc).encode("utf-8", "replace"))
         return 1
     return 0
 
 
 def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else str(exc)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
