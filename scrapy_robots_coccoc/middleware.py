@@ -254,10 +254,12 @@ class RobotsTxtMiddleware:
                 raise RobotsTxtOnly(f"robots.txt of {origin} known; robotstxt_only request not downloaded")
             if robots is not None:
                 self._usage.note(request, robots, self._user_agent_of(request))
-            await self._wait_to_start(request, origin, state)
             if self._record is not None:
+                # Nothing is downloaded before its decision is on record; written before the Crawl-delay turn,
+                # which must stay the last wait, or a slow write releases several turns of a site at once.
                 self._record.decided(request, origin, self._user_agent_of(request), state, None)
-                await self._record.written()  # nothing is downloaded before its decision is on record
+                await self._record.written()
+            await self._wait_to_start(request, origin, state)
         except SpiderClosing:
             if request not in self._sent_back:
                 # Back to the scheduler: a persistent one keeps it for the next run.
@@ -382,7 +384,7 @@ class RobotsTxtMiddleware:
 
     def _decide(self, request: Request, origin: str, state: OriginState) -> RobotsTxt | None:
         """Raise the exception *request* is dropped with, if any; return the rules that let it go (None: none).
-        The compliance record, if kept, gets a drop here; a request let go, once it leaves for the downloader."""
+        The compliance record, if kept, gets a drop here; a request let go, before its Crawl-delay turn."""
         try:
             return self._verdict(request, origin, state)
         except (RobotsTxtForbidden, UsageDisallowed, OriginUnavailable) as dropped:

@@ -312,17 +312,22 @@ async def test_a_record_that_cannot_be_written_stops_the_crawl_with_nothing_unre
     assert stat(crawler, "robotstxt/fault/dropped") > 0
 
 
-class KillingSite(LoopbackSite):
-    """Kills this process's record writers when *path* is requested."""
+class SignallingSite(LoopbackSite):
+    """Sends *signal_number* to this process's record writers when *path* is requested (SIGSTOP: then SIGCONT
+    *stopped* seconds later)."""
 
-    def __init__(self, path: str, **kwargs: Any) -> None:
+    def __init__(self, path: str, signal_number: int, stopped: float = 0.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.kill_at = path
+        self.signal_at, self.signal_number, self.stopped = path, signal_number, stopped
 
     def render_GET(self, request):
-        if request.uri.decode() == self.kill_at:
+        if request.uri.decode() == self.signal_at:
+            from twisted.internet import reactor
+
             for pid in writing_processes():
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, self.signal_number)
+                if self.signal_number == signal.SIGSTOP:
+                    reactor.callLater(self.stopped, os.kill, pid, signal.SIGCONT)
         return super().render_GET(request)
 
 
@@ -330,8 +335,9 @@ class KillingSite(LoopbackSite):
 async def test_a_writing_process_that_dies_stops_the_crawl_with_nothing_unrecorded(sites, tmp_path, caplog):
     """The record's writing process killed mid-crawl: the crawl stops with its own finish reason and one ERROR line,
     and every page the site served had its decision written before it was requested."""
-    site = KillingSite(
+    site = SignallingSite(
         "/p5",
+        signal.SIGKILL,
         pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.02\n")},
         links={"/": [f"/p{i}" for i in range(40)]},
     )
@@ -343,6 +349,26 @@ async def test_a_writing_process_that_dies_stops_the_crawl_with_nothing_unrecord
     served = {site.url(path) for _, path in site.log if path != "/robots.txt"}
     assert site.url("/p5") in served and len(served) < 41
     assert served <= recorded_urls(tmp_path)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_stalled_record_keeps_the_crawl_delay_between_requests(sites, tmp_path):
+    """The writing process stopped for 0.5 s mid-crawl, as a stalled disk stops it: the links found meanwhile wait
+    for their decisions to be written, then go one Crawl-delay apart. Decisions were once written after the turn,
+    so that one late batch released every turn that had passed meanwhile at once."""
+    site = SignallingSite(
+        "/p1",
+        signal.SIGSTOP,
+        stopped=0.5,
+        pages={"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.1\n")},
+        links={"/": [f"/p{i}" for i in range(4)], "/p1": [f"/q{i}" for i in range(8)]},
+    )
+    sites(site)
+    crawler = await crawl({"ROBOTSTXT_RECORD_DIR": str(tmp_path)}, urls=[site.url("/")])
+    assert len(crawler.spider.crawled) == 13
+    gaps = site.gaps()
+    assert max(gaps) >= 0.25, gaps  # the links of /p1 waited for the stalled writer
+    assert min(gaps) >= 0.095, gaps
 
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
