@@ -46,21 +46,15 @@ class DecisionsEncoder:
 
     def __init__(self) -> None:
         self._gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
-        self._lines: list[str] = []
 
-    def add(self, entry: dict[str, Any]) -> None:
-        self._lines.append(encode(entry))
-
-    def take(self, text: str = "") -> bytes:
-        """*text* (whole lines) and the lines added since the last take, compressed and flushed."""
-        if self._lines:
-            text, self._lines = text + "\n".join(self._lines) + "\n", []
+    def take(self, text: str) -> bytes:
+        """*text*, whole lines, compressed and flushed."""
         if not text:
             return b""
         return self._gzip.compress(text.encode("utf-8", "surrogateescape")) + self._gzip.flush(zlib.Z_SYNC_FLUSH)
 
     def finish(self) -> bytes:
-        return self.take() + self._gzip.flush(zlib.Z_FINISH)
+        return self._gzip.flush(zlib.Z_FINISH)
 
 
 def encode(entry: dict[str, Any]) -> str:
